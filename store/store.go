@@ -1,0 +1,86 @@
+// Package store holds the types and errors shared by the leaf_alloc stores.
+//
+// The drivers live in sub-packages, one per dialect, so that the pure cores
+// (segment, snowflake) can depend on these types without importing a driver:
+//
+//	store/postgres  PostgreSQL via pgx/v5, UPDATE … RETURNING in one round trip
+//	store/mysql     MySQL/MariaDB via go-sql-driver/mysql, UPDATE then SELECT in one transaction (as Leaf)
+//	store/sqlite    embedded SQLite (pure Go, no cgo), the zero-setup default
+//	store/dsn       parses a DSN and opens the matching store
+//	store/storetest the conformance suite every store passes
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors returned by every store. Drivers translate their own errors to these
+// at the boundary; callers check them with errors.Is.
+var (
+	// ErrTagNotFound is returned by Allocate, Update, Delete and Fence when no
+	// leaf_alloc row has the biz_tag.
+	ErrTagNotFound = errors.New("store: biz tag not found")
+	// ErrOverflow is returned by Allocate when max_id + step would pass the
+	// int64 maximum (9223372036854775807); the row is left unchanged.
+	ErrOverflow = errors.New("store: max_id + step overflows int64")
+	// ErrBadStep is returned by Allocate when the row's step (or the
+	// caller's custom step) is not positive, and by Create/Update for a
+	// step < 1.
+	ErrBadStep = errors.New("store: step must be positive")
+	// ErrTagExists is returned by Create when the biz_tag already has a row.
+	ErrTagExists = errors.New("store: biz tag already exists")
+)
+
+// Allocation is the result of one allocation transaction: the segment
+// [MaxID-Step, MaxID) now belongs to the caller alone.
+type Allocation struct {
+	// BizTag is the tag the segment was reserved for.
+	BizTag string
+	// MaxID is the row's max_id after the update: the exclusive upper bound
+	// of the reserved segment, in IDs.
+	MaxID int64
+	// Step is the number of IDs reserved by this transaction (the custom step
+	// when one was given, otherwise the row's step).
+	Step int64
+	// DBStep is the row's step column as read in the same transaction, in IDs.
+	// Leaf re-reads it on every load and uses it as the minimum step.
+	DBStep int64
+}
+
+// Start returns the first ID of the reserved segment, MaxID-Step.
+func (a Allocation) Start() int64 { return a.MaxID - a.Step }
+
+// Row is one leaf_alloc row, as shown on Leaf's /db page.
+type Row struct {
+	BizTag      string
+	MaxID       int64 // max_id: the exclusive upper bound of the last segment handed out
+	Step        int64 // step: the configured (minimum) segment size, in IDs
+	Description string
+	UpdateTime  time.Time
+}
+
+// Store is what the server needs from a leaf_alloc database. It has three
+// implementations (postgres, mysql, sqlite); all are safe for concurrent use.
+type Store interface {
+	// Allocate runs, in one transaction, UPDATE leaf_alloc SET max_id =
+	// max_id + step WHERE biz_tag = tag and reads the row back. step <= 0
+	// means the row's own step (Leaf's updateMaxIdAndGetLeafAlloc); step > 0
+	// is a custom step (Leaf's updateMaxIdByCustomStepAndGetLeafAlloc).
+	// Errors: ErrTagNotFound, ErrOverflow, ErrBadStep, or a driver error.
+	Allocate(ctx context.Context, tag string, step int64) (Allocation, error)
+	// Tags lists every biz_tag in leaf_alloc (Leaf's getAllTags).
+	Tags(ctx context.Context) ([]string, error)
+	// Rows returns every row ordered by biz_tag, for the /db page.
+	Rows(ctx context.Context) ([]Row, error)
+	// Create inserts a row. maxID < 1 means 1 (Leaf's default). Errors:
+	// ErrTagExists, ErrBadStep.
+	Create(ctx context.Context, r Row) error
+	// Delete removes a row. Errors: ErrTagNotFound.
+	Delete(ctx context.Context, tag string) error
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+	// Close releases the connections.
+	Close() error
+}
