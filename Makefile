@@ -1,0 +1,31 @@
+# leaf-go. `make run` starts the server on the embedded SQLite store;
+# `make test` runs every test with the race detector (needs PostgreSQL,
+# MariaDB and ZooKeeper for the store tests; see README).
+GO ?= go
+BIN := bin
+
+.PHONY: run build test bench lint fuzz clean
+
+run:
+	$(GO) run ./cmd/leaf-server
+
+build:
+	$(GO) build -o $(BIN)/leaf-server ./cmd/leaf-server
+
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 25m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./segment/ ./api/ ./snowflake/
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet ./...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParseKey -fuzztime 30s ./api/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./store/dsn/
+
+clean:
+	rm -rf $(BIN) data

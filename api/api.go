@@ -1,0 +1,156 @@
+// Package api is leaf-go's HTTP surface: Leaf's compatible routes
+// (/api/segment/get/{key}, /api/snowflake/get/{key}) and the health probes.
+//
+// NewHandler builds one chi router. Errors are turned into HTTP answers in
+// exactly one place (errors.go): the Leaf-compatible routes answer 500 with
+// the body Leaf's Spring server produces, so existing clients cannot tell the
+// difference; everything else uses honest statuses.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store"
+)
+
+// Deps are what the handler serves from. A nil generator means the mode is
+// disabled: its routes answer 503 with a JSON error saying how to enable it.
+type Deps struct {
+	// Segment serves /api/segment/get/{key}; nil when segment mode is off.
+	Segment *segment.Generator
+	// Store is the leaf_alloc database behind Segment, pinged by /readyz.
+	// Nil when segment mode is off.
+	Store store.Store
+	// Logger receives server-side failures only; nil means slog.Default().
+	Logger *slog.Logger
+	// Now stamps Leaf error bodies (ms); nil means time.Now.
+	Now func() time.Time
+	// ReadyTimeout bounds the store ping of /readyz; zero means 2 s.
+	ReadyTimeout time.Duration
+}
+
+// NewHandler returns the router with every route of leaf-go. It is safe for
+// concurrent use and keeps no state of its own beyond deps.
+func NewHandler(d Deps) http.Handler {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.ReadyTimeout <= 0 {
+		d.ReadyTimeout = 2 * time.Second
+	}
+	h := &handler{d: d}
+
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID)
+	r.Use(middleware.Recoverer)
+
+	// Leaf-compatible routes: any method, key taken whole (dots kept).
+	r.HandleFunc("/api/segment/get/{key}", h.segmentGet)
+	r.HandleFunc("/api/segment/get/", h.emptyKey)
+	r.HandleFunc("/api/snowflake/get/{key}", h.snowflakeGet)
+	r.HandleFunc("/api/snowflake/get/", h.emptyKey)
+
+	r.Get("/healthz", h.healthz)
+	r.Get("/readyz", h.readyz)
+	r.NotFound(h.notFound)
+	r.MethodNotAllowed(h.methodNotAllowed)
+	return r
+}
+
+type handler struct {
+	d Deps
+}
+
+// segmentGet is Leaf's SegmentService endpoint: 200 text/plain decimal ID
+// with no newline, or 500 with Leaf's error body and code.
+func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
+	key, ok := h.key(w, r)
+	if !ok {
+		return
+	}
+	if h.d.Segment == nil {
+		h.disabled(w, r, "segment", "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn")
+		return
+	}
+	id, err := h.d.Segment.Get(r.Context(), key)
+	if err != nil {
+		h.leafError(w, r, segment.Code(err), err)
+		return
+	}
+	writeID(w, id)
+}
+
+// snowflakeGet is Leaf's snowflake endpoint. Snowflake mode is not built yet
+// in this binary; it answers like a disabled mode.
+func (h *handler) snowflakeGet(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.key(w, r); !ok {
+		return
+	}
+	h.disabled(w, r, "snowflake", "snowflake mode is not available in this build yet")
+}
+
+func (h *handler) emptyKey(w http.ResponseWriter, r *http.Request) {
+	h.badRequest(w, r, "biz_tag key is empty: use /api/…/get/{key} with 1 to 128 characters")
+}
+
+// key reads and validates {key}; on failure it has answered 400.
+func (h *handler) key(w http.ResponseWriter, r *http.Request) (string, bool) {
+	key, err := ParseKey(chi.URLParam(r, "key"))
+	if err != nil {
+		h.badRequest(w, r, err.Error())
+		return "", false
+	}
+	return key, true
+}
+
+func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok"))
+}
+
+// readyz answers 200 when every enabled mode can serve: the store answers a
+// ping and the segment generator has loaded its tag list.
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	checks := map[string]string{}
+	ready := true
+	if h.d.Segment != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), h.d.ReadyTimeout)
+		defer cancel()
+		if h.d.Store != nil {
+			if err := h.d.Store.Ping(ctx); err != nil {
+				checks["store"] = "unreachable: " + err.Error()
+				ready = false
+			} else {
+				checks["store"] = "ok"
+			}
+		}
+		if h.d.Segment.Ready() {
+			checks["segment"] = "ok"
+		} else {
+			checks["segment"] = "tag list not loaded yet"
+			ready = false
+		}
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ready": ready, "checks": checks})
+}
+
+func writeID(w http.ResponseWriter, id int64) {
+	w.Header().Set("Content-Type", "text/plain;charset=UTF-8")
+	var buf [20]byte
+	_, _ = w.Write(strconv.AppendInt(buf[:0], id, 10))
+}

@@ -1,0 +1,275 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/internal/dbtest"
+	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/dsn"
+)
+
+// newServer starts the real handler over loopback on a fresh SQLite store
+// holding the given rows.
+func newServer(t *testing.T, rows ...store.Row) (*httptest.Server, store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := dsn.Open(ctx, dbtest.SQLite(t), true)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for _, r := range rows {
+		if err := st.Create(ctx, r); err != nil {
+			t.Fatalf("Create(%q): %v", r.BizTag, err)
+		}
+	}
+	gen, err := segment.New(ctx, st, segment.Config{WaitTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("segment.New: %v", err)
+	}
+	t.Cleanup(func() { gen.Close() })
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Segment: gen, Store: st}))
+	t.Cleanup(srv.Close)
+	return srv, st
+}
+
+type answer struct {
+	status int
+	ctype  string
+	body   string
+}
+
+func do(t *testing.T, method, url string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatalf("NewRequest(%s %s): %v", method, url, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}
+}
+
+type leafBody struct {
+	Timestamp int64  `json:"timestamp"`
+	Status    int    `json:"status"`
+	Error     string `json:"error"`
+	Exception string `json:"exception"`
+	Message   string `json:"message"`
+	Path      string `json:"path"`
+}
+
+var demo = store.Row{BizTag: "leaf-segment-test", MaxID: 1, Step: 2000, Description: "demo"}
+
+func TestSegmentGetLeafFormat(t *testing.T) {
+	srv, _ := newServer(t, demo, store.Row{BizTag: "a.b.c", MaxID: 100, Step: 10})
+	tests := []struct {
+		method, path string
+		want         string
+	}{
+		{"GET", "/api/segment/get/leaf-segment-test", "1"},
+		{"POST", "/api/segment/get/leaf-segment-test", "2"},
+		{"PUT", "/api/segment/get/leaf-segment-test", "3"},
+		{"DELETE", "/api/segment/get/leaf-segment-test", "4"},
+		// Leaf's Spring would cut "a.b.c" to "a.b"; we take the key whole.
+		{"GET", "/api/segment/get/a.b.c", "100"},
+		{"GET", "/api/segment/get/a%2Eb%2Ec", "101"},
+	}
+	for _, tt := range tests {
+		got := do(t, tt.method, srv.URL+tt.path)
+		if got.status != 200 || got.body != tt.want {
+			t.Errorf("%s %s = %d %q, want 200 %q", tt.method, tt.path, got.status, got.body, tt.want)
+		}
+		if got.ctype != "text/plain;charset=UTF-8" {
+			t.Errorf("%s %s Content-Type = %q, want Leaf's text/plain;charset=UTF-8", tt.method, tt.path, got.ctype)
+		}
+	}
+}
+
+func TestSegmentGetUnknownTagIsLeafError(t *testing.T) {
+	srv, _ := newServer(t, demo)
+	start := time.Now()
+	got := do(t, "GET", srv.URL+"/api/segment/get/no-such-tag")
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("unknown tag answered after %v, want under 1s", elapsed)
+	}
+	if got.status != 500 {
+		t.Fatalf("status = %d, want 500", got.status)
+	}
+	var b leafBody
+	if err := json.Unmarshal([]byte(got.body), &b); err != nil {
+		t.Fatalf("body %q is not JSON: %v", got.body, err)
+	}
+	want := leafBody{Timestamp: b.Timestamp, Status: 500, Error: "Internal Server Error",
+		Exception: "com.sankuai.inf.leaf.server.exception.LeafServerException",
+		Message:   "Result{id=-2, status=EXCEPTION}", Path: "/api/segment/get/no-such-tag"}
+	if b != want {
+		t.Errorf("body = %+v, want %+v", b, want)
+	}
+	if now := time.Now().UnixMilli(); b.Timestamp < start.UnixMilli() || b.Timestamp > now {
+		t.Errorf("timestamp = %d, want within [%d, %d]", b.Timestamp, start.UnixMilli(), now)
+	}
+	// Leaf's field order, so byte-comparing clients keep working.
+	if !strings.HasPrefix(got.body, `{"timestamp":`) || !strings.Contains(got.body, `"status":500,"error":"Internal Server Error","exception":`) {
+		t.Errorf("body = %s, want Leaf's field order", got.body)
+	}
+}
+
+func TestBadKeys(t *testing.T) {
+	srv, _ := newServer(t, demo)
+	long := strings.Repeat("k", 129)
+	tests := []struct {
+		name, path string
+		want       int
+	}{
+		{"empty", "/api/segment/get/", 400},
+		{"too long", "/api/segment/get/" + long, 400},
+		{"128 chars is a key", "/api/segment/get/" + long[:128], 500},
+		{"128 runes is a key", "/api/segment/get/" + strings.Repeat("é", 128), 500},
+		{"NUL", "/api/segment/get/a%00b", 400},
+		{"newline", "/api/segment/get/a%0Ab", 400},
+		{"invalid utf8", "/api/segment/get/a%ffb", 400},
+		{"snowflake empty", "/api/snowflake/get/", 400},
+		{"no route", "/api/nothing", 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := do(t, "GET", srv.URL+tt.path)
+			if got.status != tt.want {
+				t.Errorf("GET %s = %d %s, want %d", tt.path, got.status, got.body, tt.want)
+			}
+			var b leafBody
+			if err := json.Unmarshal([]byte(got.body), &b); err != nil || b.Status != tt.want || b.Message == "" {
+				t.Errorf("GET %s body = %s (err %v), want JSON with status %d and a message", tt.path, got.body, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDisabledModesAnswer503(t *testing.T) {
+	srv := httptest.NewServer(api.NewHandler(api.Deps{}))
+	defer srv.Close()
+	for _, path := range []string{"/api/segment/get/x", "/api/snowflake/get/x"} {
+		got := do(t, "GET", srv.URL+path)
+		if got.status != 503 || !strings.Contains(got.body, "disabled") || !strings.Contains(got.ctype, "application/json") {
+			t.Errorf("GET %s = %d %q %q, want 503 JSON saying the mode is disabled", path, got.status, got.ctype, got.body)
+		}
+	}
+}
+
+func TestHealthAndReady(t *testing.T) {
+	srv, st := newServer(t, demo)
+	if got := do(t, "GET", srv.URL+"/healthz"); got.status != 200 {
+		t.Errorf("GET /healthz = %d, want 200", got.status)
+	}
+	if got := do(t, "GET", srv.URL+"/readyz"); got.status != 200 || !strings.Contains(got.body, `"ready":true`) {
+		t.Errorf("GET /readyz = %d %s, want 200 ready", got.status, got.body)
+	}
+	st.Close() // the store goes away: not ready any more
+	if got := do(t, "GET", srv.URL+"/readyz"); got.status != 503 {
+		t.Errorf("GET /readyz after store closed = %d %s, want 503", got.status, got.body)
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	tests := []struct {
+		give    string
+		want    string
+		wantErr error
+	}{
+		{"order", "order", nil},
+		{"a.b", "a.b", nil},
+		{"a%2Fb", "a/b", nil},
+		{"", "", api.ErrKeyEmpty},
+		{"%zz", "", api.ErrKeyInvalid},
+		{"a%00", "", api.ErrKeyInvalid},
+		{"%ff", "", api.ErrKeyInvalid},
+		{strings.Repeat("x", 129), "", api.ErrKeyTooLong},
+		{strings.Repeat("ü", 128), strings.Repeat("ü", 128), nil},
+	}
+	for _, tt := range tests {
+		got, err := api.ParseKey(tt.give)
+		if got != tt.want || !errorsIs(err, tt.wantErr) {
+			t.Errorf("ParseKey(%q) = %q, %v, want %q, %v", tt.give, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{"order", "a.b", "%zz", "a%00", strings.Repeat("x", 129), "ü", "%2F"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		key, err := api.ParseKey(raw)
+		if err != nil {
+			return
+		}
+		if n := len([]rune(key)); n < 1 || n > api.MaxKeyLen {
+			t.Errorf("ParseKey(%q) = %q with %d runes, want 1..%d", raw, key, n, api.MaxKeyLen)
+		}
+	})
+}
+
+// FuzzRouter sends arbitrary paths and methods through the real handler: it
+// must never panic and always answer one of the documented statuses.
+func FuzzRouter(f *testing.F) {
+	ctx := context.Background()
+	st, err := dsn.Open(ctx, "sqlite:"+f.TempDir()+"/leaf.db", true)
+	if err != nil {
+		f.Fatalf("open store: %v", err)
+	}
+	defer st.Close()
+	if err := st.Create(ctx, demo); err != nil {
+		f.Fatalf("Create: %v", err)
+	}
+	gen, err := segment.New(ctx, st, segment.Config{})
+	if err != nil {
+		f.Fatalf("segment.New: %v", err)
+	}
+	defer gen.Close()
+	h := api.NewHandler(api.Deps{Segment: gen, Store: st})
+	for _, s := range []string{"/api/segment/get/leaf-segment-test", "/api/segment/get/x.y", "/api/snowflake/get/a", "/", "/api/segment/get/%ff", "//api/segment/get/a/b"} {
+		f.Add("GET", s)
+	}
+	f.Add("BREW", "/api/segment/get/leaf-segment-test")
+	f.Fuzz(func(t *testing.T, method, path string) {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Method = method
+		req.URL.Path = path
+		req.URL.RawPath = ""
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		switch rec.Code {
+		case 200, 400, 404, 405, 500, 503:
+		default:
+			t.Errorf("%s %q = %d, want a documented status", method, path, rec.Code)
+		}
+		if rec.Code == 200 && strings.HasPrefix(path, "/api/segment/get/") && rec.Body.Len() == 0 {
+			t.Errorf("%s %q = 200 with empty body", method, path)
+		}
+	})
+}
+
+func errorsIs(err, target error) bool {
+	if target == nil {
+		return err == nil
+	}
+	return errors.Is(err, target)
+}

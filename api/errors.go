@@ -1,0 +1,88 @@
+package api
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+)
+
+// leafException is the exception class Leaf's server names in its error body.
+const leafException = "com.sankuai.inf.leaf.server.exception.LeafServerException"
+
+// leafErrorBody is the JSON Spring Boot 1.x writes for an unhandled
+// LeafServerException, field order included.
+type leafErrorBody struct {
+	Timestamp int64  `json:"timestamp"`
+	Status    int    `json:"status"`
+	Error     string `json:"error"`
+	Exception string `json:"exception,omitempty"`
+	Message   string `json:"message"`
+	Path      string `json:"path"`
+}
+
+// leafError answers a failed Leaf-compatible request exactly as Leaf does:
+// HTTP 500 and message "Result{id=<code>, status=EXCEPTION}". Codes: segment
+// -1 not initialised, -2 tag unknown, -3 no segment ready; snowflake -1 clock
+// still behind, -2 interrupted, -3 clock moved back > 5 ms.
+func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, err error) {
+	if code == 0 {
+		code = -3
+	}
+	if code != -2 {
+		// Unknown tags are the caller's mistake; everything else is ours.
+		h.d.Logger.LogAttrs(r.Context(), slog.LevelWarn, "id request failed",
+			slog.String("path", r.URL.Path), slog.Int64("code", code), slog.Any("err", err))
+	}
+	writeJSON(w, http.StatusInternalServerError, leafErrorBody{
+		Timestamp: h.d.Now().UnixMilli(),
+		Status:    http.StatusInternalServerError,
+		Error:     http.StatusText(http.StatusInternalServerError),
+		Exception: leafException,
+		Message:   "Result{id=" + strconv.FormatInt(code, 10) + ", status=EXCEPTION}",
+		Path:      r.URL.Path,
+	})
+}
+
+// badRequest answers 400 in Spring's error shape, so Leaf clients parse it.
+func (h *handler) badRequest(w http.ResponseWriter, r *http.Request, msg string) {
+	h.springError(w, r, http.StatusBadRequest, msg)
+}
+
+func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
+	h.springError(w, r, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+}
+
+func (h *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	h.springError(w, r, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path)
+}
+
+func (h *handler) springError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	writeJSON(w, status, leafErrorBody{
+		Timestamp: h.d.Now().UnixMilli(),
+		Status:    status,
+		Error:     http.StatusText(status),
+		Message:   msg,
+		Path:      r.URL.Path,
+	})
+}
+
+// disabled answers 503 for a mode that is switched off. Leaf answers 200 with
+// the ID 0 here; a made-up ID is worse than an error, so we do not.
+func (h *handler) disabled(w http.ResponseWriter, r *http.Request, mode, how string) {
+	w.Header().Set("Retry-After", "60")
+	writeJSON(w, http.StatusServiceUnavailable, map[string]any{
+		"timestamp": h.d.Now().UnixMilli(),
+		"status":    http.StatusServiceUnavailable,
+		"error":     mode + " mode is disabled",
+		"message":   how,
+		"path":      r.URL.Path,
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Config is every setting of leaf-server. It starts from DefaultConfig, then
+// LEAF_* environment variables, then flags (flag > env > default).
+type Config struct {
+	// Listen is the HTTP address, host:port. Default 127.0.0.1:8080.
+	Listen string
+	// SegmentEnabled turns segment mode on. Default true.
+	SegmentEnabled bool
+	// SegmentDSN names the leaf_alloc store: sqlite:<path>, postgres://…,
+	// mysql://user:pass@tcp(host:port)/db. Empty means sqlite:<DataDir>/leaf.db.
+	SegmentDSN string
+	// Migrate applies the embedded goose migrations at start. Default true.
+	Migrate bool
+	// DataDir holds the SQLite file and local state. Default ./data.
+	DataDir string
+	// SnowflakeEnabled turns snowflake mode on. Default false in this build.
+	SnowflakeEnabled bool
+	// WaitTimeout bounds how long a request waits for a segment load in flight
+	// before answering -3. Default 1 s.
+	WaitTimeout time.Duration
+	// RefreshInterval is how often the biz_tag list is re-read. Default 60 s.
+	RefreshInterval time.Duration
+	// ShutdownTimeout bounds the graceful drain on SIGTERM. Default 10 s.
+	ShutdownTimeout time.Duration
+	// DemoTag inserts Leaf's sample row leaf-segment-test (max_id 1, step
+	// 2000) when leaf_alloc is empty. Default true.
+	DemoTag bool
+	// LogFormat is text or json. Default text.
+	LogFormat string
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string
+}
+
+// DefaultConfig returns the settings used when nothing is configured: the
+// embedded SQLite store under ./data with segment mode on.
+func DefaultConfig() Config {
+	return Config{
+		Listen:          "127.0.0.1:8080",
+		SegmentEnabled:  true,
+		Migrate:         true,
+		DataDir:         "./data",
+		WaitTimeout:     time.Second,
+		RefreshInterval: time.Minute,
+		ShutdownTimeout: 10 * time.Second,
+		DemoTag:         true,
+		LogFormat:       "text",
+		LogLevel:        "info",
+	}
+}
+
+// DSN returns the effective segment DSN: SegmentDSN, or the SQLite file in
+// DataDir when it is empty.
+func (c Config) DSN() string {
+	if c.SegmentDSN != "" {
+		return c.SegmentDSN
+	}
+	return "sqlite:" + filepath.Join(c.DataDir, "leaf.db")
+}
+
+// errHelp is returned by parseConfig when -h was asked for; run exits 0.
+var errHelp = flag.ErrHelp
+
+// parseConfig fills a Config from defaults, then the LEAF_* variable of
+// every flag (LEAF_ plus the flag name upper-cased with - as _, e.g.
+// LEAF_SEGMENT_DSN), then the flags themselves.
+func parseConfig(args []string, getenv func(string) string, usage func(string)) (Config, error) {
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("leaf-server", flag.ContinueOnError)
+	fs.SetOutput(discard{})
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address host:port")
+	fs.BoolVar(&cfg.SegmentEnabled, "segment", cfg.SegmentEnabled, "enable segment mode")
+	fs.StringVar(&cfg.SegmentDSN, "segment-dsn", cfg.SegmentDSN, "leaf_alloc store: sqlite:<path>, postgres://…, mysql://user:pass@tcp(host:port)/db (default sqlite:<data-dir>/leaf.db)")
+	fs.BoolVar(&cfg.Migrate, "migrate", cfg.Migrate, "apply the embedded migrations at start")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the SQLite file and local state")
+	fs.BoolVar(&cfg.SnowflakeEnabled, "snowflake", cfg.SnowflakeEnabled, "enable snowflake mode")
+	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", cfg.WaitTimeout, "longest wait for a segment load before answering -3")
+	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", cfg.RefreshInterval, "how often the biz_tag list is re-read")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest graceful drain on SIGTERM")
+	fs.BoolVar(&cfg.DemoTag, "demo-tag", cfg.DemoTag, "insert Leaf's sample tag leaf-segment-test when leaf_alloc is empty")
+	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn, error")
+
+	// Environment first, so that flags parsed afterwards win.
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := envName(f.Name)
+		if v := getenv(name); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return cfg, err
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(flagUsage(fs))
+		}
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return cfg, cfg.validate()
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.WaitTimeout <= 0 {
+		errs = append(errs, errors.New("--wait-timeout must be positive"))
+	}
+	if c.RefreshInterval < time.Second {
+		errs = append(errs, errors.New("--refresh-interval must be at least 1s"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if !c.SegmentEnabled && !c.SnowflakeEnabled {
+		errs = append(errs, errors.New("both modes are disabled: enable --segment or --snowflake"))
+	}
+	return errors.Join(errs...)
+}
+
+// envName maps a flag name to its environment variable: segment-dsn → LEAF_SEGMENT_DSN.
+func envName(flagName string) string {
+	return "LEAF_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func flagUsage(fs *flag.FlagSet) string {
+	var b strings.Builder
+	b.WriteString("Usage: leaf-server [flags]\n\nEvery flag can also be set as LEAF_<NAME> (e.g. LEAF_SEGMENT_DSN); flags win.\n\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		fmt.Fprintf(&b, "  --%s (env %s, default %q)\n      %s\n", f.Name, envName(f.Name), f.DefValue, f.Usage)
+	})
+	return b.String()
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -1,0 +1,392 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/leaf-go/leaf/internal/dbtest"
+	"github.com/leaf-go/leaf/internal/faultproxy"
+	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/dsn"
+)
+
+// TestDefaultStartServesDemoTag is the README's first command: no settings,
+// no database installed, and within 10 s the demo tag serves 1, 2, 3.
+func TestDefaultStartServesDemoTag(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Now()
+	p := startServer(t, dir)
+	for want := int64(1); want <= 3; want++ {
+		if got := p.id(t, "leaf-segment-test"); got != want {
+			t.Fatalf("ID %d = %d, want %d", want, got, want)
+		}
+	}
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Errorf("first IDs took %v, want under 10s", elapsed)
+	}
+	if !strings.Contains(p.logs(), "inserted the demo tag") {
+		t.Errorf("log does not say the demo tag was inserted:\n%s", p.logs())
+	}
+}
+
+// TestSIGTERMDrainsAndExits checks the graceful shutdown: exit status 0 and
+// no listener left.
+func TestSIGTERMDrainsAndExits(t *testing.T) {
+	p := startServer(t, t.TempDir())
+	p.id(t, "leaf-segment-test")
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("leaf-server did not exit within 15s of SIGTERM")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit code after SIGTERM = %d, want 0\n%s", code, p.logs())
+	}
+	if _, _, err := p.get(context.Background(), "/healthz"); err == nil {
+		t.Error("server still answers after SIGTERM")
+	}
+}
+
+// TestTagAddedAndRemovedWhileRunning: a new row is served on its first
+// request (miss lookup), a deleted row stops being served after a refresh.
+func TestTagAddedAndRemovedWhileRunning(t *testing.T) {
+	dir := t.TempDir()
+	dsnStr := "sqlite:" + dir + "/leaf.db"
+	p := startServer(t, dir, "--segment-dsn", dsnStr, "--refresh-interval", "1s")
+	st := openStore(t, dsnStr)
+	if status, body, _ := p.get(t.Context(), "/api/segment/get/late"); status != 500 || !strings.Contains(body, "id=-2") {
+		t.Fatalf("unknown tag = %d %s, want 500 with id=-2", status, body)
+	}
+	if err := st.Create(t.Context(), store.Row{BizTag: "late", MaxID: 500, Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	// The limiter may refuse a lookup right after the failed one; a second
+	// later it must have a token again.
+	var got int64
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		status, body, err := p.get(t.Context(), "/api/segment/get/late")
+		if err == nil && status == 200 {
+			got, _ = strconv.ParseInt(body, 10, 64)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("new tag not served within 3s: %d %s %v", status, body, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got != 500 {
+		t.Errorf("first ID of new tag = %d, want 500", got)
+	}
+	if err := st.Delete(t.Context(), "late"); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		status, body, _ := p.get(t.Context(), "/api/segment/get/late")
+		if status == 500 && strings.Contains(body, "id=-2") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deleted tag still served 5s later: %d %s", status, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestKillNineRestart: after kill -9 the first ID is at or above the max_id
+// the database held at the kill, on every store.
+func TestKillNineRestart(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			dsnStr := testDSN(t, kind, dir)
+			st := openStore(t, dsnStr)
+			if err := st.Create(t.Context(), store.Row{BizTag: "k9", MaxID: 1, Step: 50}); err != nil {
+				t.Fatal(err)
+			}
+			p := startServer(t, dir, "--segment-dsn", dsnStr)
+			var last int64
+			for i := 0; i < 120; i++ {
+				last = p.id(t, "k9")
+			}
+			time.Sleep(100 * time.Millisecond) // let a background load commit or not; either is fine
+			p.kill9()
+			maxAtKill := maxID(t, st, "k9")
+			p2 := startServer(t, dir, "--segment-dsn", dsnStr)
+			first := p2.id(t, "k9")
+			if first < maxAtKill || first <= last {
+				t.Errorf("first ID after kill -9 = %d, want >= max_id at kill %d and > last ID %d", first, maxAtKill, last)
+			}
+		})
+	}
+}
+
+// TestFourServersOneDatabase: four processes, 64 clients, 200,000 requests,
+// step 10. Every ID unique, inside a range some committed UPDATE reserved
+// (recorded by an audit trigger), and no error while the database is healthy.
+func TestFourServersOneDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long end-to-end test; run without -short")
+	}
+	for _, kind := range []string{"postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			dsnStr := testDSN(t, kind, dir)
+			st := openStore(t, dsnStr) // applies the migrations once
+			db := rawDB(t, kind, dsnStr)
+			installAudit(t, kind, db)
+			if err := st.Create(t.Context(), store.Row{BizTag: "e2e", MaxID: 1, Step: 10}); err != nil {
+				t.Fatal(err)
+			}
+			var servers []*proc
+			for i := 0; i < 4; i++ {
+				servers = append(servers, startServer(t, t.TempDir(), "--segment-dsn", dsnStr, "--migrate=false"))
+			}
+			const clients, total = 64, 200_000
+			ids := make([][]int64, clients)
+			errs := make(chan string, clients)
+			var wg sync.WaitGroup
+			for c := 0; c < clients; c++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					srv := servers[c%len(servers)]
+					for i := 0; i < total/clients; i++ {
+						status, body, err := srv.get(context.Background(), "/api/segment/get/e2e")
+						if err != nil || status != 200 {
+							errs <- fmt.Sprintf("client %d request %d: %d %q %v", c, i, status, body, err)
+							return
+						}
+						n, err := strconv.ParseInt(body, 10, 64)
+						if err != nil {
+							errs <- fmt.Sprintf("client %d: body %q", c, body)
+							return
+						}
+						ids[c] = append(ids[c], n)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
+			}
+			all := slices.Concat(ids...)
+			if len(all) != total {
+				t.Fatalf("collected %d IDs, want %d", len(all), total)
+			}
+			slices.Sort(all)
+			for i := 1; i < len(all); i++ {
+				if all[i] == all[i-1] {
+					t.Fatalf("duplicate ID %d", all[i])
+				}
+			}
+			ranges := auditRanges(t, db, "e2e")
+			for _, id := range all {
+				if !inRanges(ranges, id) {
+					t.Fatalf("ID %d is in no range a committed UPDATE reserved (%d ranges)", id, len(ranges))
+				}
+			}
+			t.Logf("%s: %d unique IDs from %d committed segments", kind, len(all), len(ranges))
+		})
+	}
+}
+
+// TestDatabaseCutKeepsServing: with the database cut after warm-up the
+// server serves its buffered IDs, then answers -3 within the wait timeout
+// (never a made-up ID), and recovers by itself when the database is back.
+func TestDatabaseCutKeepsServing(t *testing.T) {
+	dir := t.TempDir()
+	direct := dbtest.Postgres(t)
+	st := openStore(t, direct)
+	if err := st.Create(t.Context(), store.Row{BizTag: "cut", MaxID: 1, Step: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	px := faultproxy.Start(t, "127.0.0.1:5432")
+	viaProxy := strings.Replace(direct, "127.0.0.1:5432", px.Addr(), 1)
+	if viaProxy == direct {
+		t.Fatalf("cannot route %s through the proxy", dsn.Redact(direct))
+	}
+	p := startServer(t, dir, "--segment-dsn", viaProxy, "--wait-timeout", "300ms")
+	seen := map[int64]bool{}
+	take := func() (int64, int, string) {
+		status, body, err := p.get(t.Context(), "/api/segment/get/cut")
+		if err != nil {
+			t.Fatalf("request failed: %v", err)
+		}
+		if status != 200 {
+			return 0, status, body
+		}
+		n, _ := strconv.ParseInt(body, 10, 64)
+		if seen[n] {
+			t.Fatalf("duplicate ID %d", n)
+		}
+		seen[n] = true
+		return n, status, body
+	}
+	for i := 0; i < 300; i++ { // > 10% used: the next segment is loaded
+		take()
+	}
+	time.Sleep(500 * time.Millisecond)
+	maxBefore := maxID(t, st, "cut")
+	px.Cut()
+	served := 0
+	var failed bool
+	for i := 0; i < 10_000; i++ {
+		start := time.Now()
+		id, status, body := take()
+		if status == 200 {
+			if id >= maxBefore {
+				t.Fatalf("ID %d handed out while the DB was cut, but max_id was %d", id, maxBefore)
+			}
+			served++
+			continue
+		}
+		if elapsed := time.Since(start); elapsed > 2*time.Second {
+			t.Errorf("failure answered after %v, want within the 300ms wait timeout (+slack)", elapsed)
+		}
+		if status != 500 || !strings.Contains(body, "id=-3") {
+			t.Fatalf("while cut: %d %s, want 500 with id=-3", status, body)
+		}
+		failed = true
+		break
+	}
+	if !failed {
+		t.Fatalf("served 10000 IDs with the database cut; buffers cannot hold that many")
+	}
+	if want := int(maxBefore - 1 - 300); served < want-1 {
+		t.Errorf("served %d buffered IDs after the cut, want about %d (both segments)", served, want)
+	}
+	px.Restore(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, status, _ := take(); status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("server did not recover within 20s of the database coming back")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func testDSN(t *testing.T, kind, dir string) string {
+	switch kind {
+	case "postgres":
+		return dbtest.Postgres(t)
+	case "mysql":
+		return dbtest.MySQL(t)
+	default:
+		return "sqlite:" + dir + "/leaf.db"
+	}
+}
+
+func openStore(t *testing.T, dsnStr string) store.Store {
+	t.Helper()
+	st, err := dsn.Open(context.Background(), dsnStr, true)
+	if err != nil {
+		t.Fatalf("open %s: %v", dsn.Redact(dsnStr), err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func maxID(t *testing.T, st store.Store, tag string) int64 {
+	t.Helper()
+	rows, err := st.Rows(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.BizTag == tag {
+			return r.MaxID
+		}
+	}
+	t.Fatalf("tag %q not in leaf_alloc", tag)
+	return 0
+}
+
+func rawDB(t *testing.T, kind, dsnStr string) *sql.DB {
+	t.Helper()
+	driver, src := "pgx", dsnStr
+	if kind == "mysql" {
+		driver, src = "mysql", strings.TrimPrefix(dsnStr, "mysql://")
+	}
+	db, err := sql.Open(driver, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// installAudit records every committed allocation as [old max_id, new max_id).
+func installAudit(t *testing.T, kind string, db *sql.DB) {
+	t.Helper()
+	stmts := []string{`CREATE TABLE leaf_alloc_audit (biz_tag varchar(128), old_max bigint, new_max bigint)`}
+	if kind == "postgres" {
+		stmts = append(stmts,
+			`CREATE FUNCTION leaf_audit() RETURNS trigger AS $$ BEGIN
+			   INSERT INTO leaf_alloc_audit VALUES (NEW.biz_tag, OLD.max_id, NEW.max_id); RETURN NEW; END $$ LANGUAGE plpgsql`,
+			`CREATE TRIGGER leaf_audit AFTER UPDATE ON leaf_alloc FOR EACH ROW EXECUTE FUNCTION leaf_audit()`)
+	} else {
+		stmts = append(stmts, `CREATE TRIGGER leaf_audit AFTER UPDATE ON leaf_alloc FOR EACH ROW
+			INSERT INTO leaf_alloc_audit VALUES (NEW.biz_tag, OLD.max_id, NEW.max_id)`)
+	}
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+type idRange struct{ lo, hi int64 } // [lo, hi)
+
+func auditRanges(t *testing.T, db *sql.DB, tag string) []idRange {
+	t.Helper()
+	rows, err := db.Query(`SELECT old_max, new_max FROM leaf_alloc_audit WHERE biz_tag = '` + tag + `' ORDER BY old_max`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []idRange
+	for rows.Next() {
+		var r idRange
+		if err := rows.Scan(&r.lo, &r.hi); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func inRanges(rs []idRange, id int64) bool {
+	i, _ := slices.BinarySearchFunc(rs, id, func(r idRange, id int64) int {
+		switch {
+		case r.hi <= id:
+			return -1
+		case r.lo > id:
+			return 1
+		}
+		return 0
+	})
+	return i < len(rs) && rs[i].lo <= id && id < rs[i].hi
+}

@@ -1,0 +1,130 @@
+// Command leaf-server serves unique 64-bit IDs over HTTP, a drop-in
+// replacement for Meituan's Leaf server. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/dsn"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, errHelp) {
+		fmt.Fprintln(os.Stderr, "leaf-server:", err)
+		os.Exit(1)
+	}
+}
+
+// demoTag is Leaf's sample row, inserted into an empty leaf_alloc so that the
+// first curl of a new user works.
+var demoTag = store.Row{BizTag: "leaf-segment-test", MaxID: 1, Step: 2000, Description: "Test leaf Segment Mode Get Id"}
+
+// run starts the server and blocks until ctx is cancelled (SIGINT/SIGTERM),
+// then drains in-flight requests for at most ShutdownTimeout.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, func(s string) { fmt.Fprint(stderr, s) })
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+
+	deps := api.Deps{Logger: log}
+	if cfg.SegmentEnabled {
+		st, err := dsn.Open(ctx, cfg.DSN(), cfg.Migrate)
+		if err != nil {
+			return fmt.Errorf("open segment store %s: %w", dsn.Redact(cfg.DSN()), err)
+		}
+		defer st.Close()
+		if cfg.DemoTag {
+			if err := seedDemo(ctx, st, log); err != nil {
+				return err
+			}
+		}
+		gen, err := segment.New(ctx, st, segment.Config{
+			WaitTimeout:     cfg.WaitTimeout,
+			RefreshInterval: cfg.RefreshInterval,
+			Logger:          log,
+		})
+		if err != nil {
+			return fmt.Errorf("start segment mode: %w", err)
+		}
+		defer gen.Close()
+		deps.Segment, deps.Store = gen, st
+		log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()))
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           api.NewHandler(deps),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("listening", "addr", ln.Addr().String())
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// seedDemo inserts Leaf's sample row when leaf_alloc is empty.
+func seedDemo(ctx context.Context, st store.Store, log *slog.Logger) error {
+	tags, err := st.Tags(ctx)
+	if err != nil {
+		return fmt.Errorf("list tags: %w", err)
+	}
+	if len(tags) > 0 {
+		return nil
+	}
+	err = st.Create(ctx, demoTag)
+	if err != nil && !errors.Is(err, store.ErrTagExists) {
+		return fmt.Errorf("insert demo tag: %w", err)
+	}
+	log.Info("leaf_alloc was empty: inserted the demo tag", "biz_tag", demoTag.BizTag, "step", demoTag.Step)
+	return nil
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
