@@ -1,11 +1,207 @@
 // Package segment hands out IDs from database-reserved segments, as Leaf's
 // SegmentIDGenImpl does.
 //
-// Per biz_tag a SegmentBuffer holds two segments, current and next. IDs come
-// from the current one by a single atomic add. Once more than 10% of it is
-// used a background load reserves the next segment [max_id-step, max_id) in
-// one transaction. When current runs dry the buffer switches to next; a
-// caller that finds no next waits for the load in flight, bounded by a timeout.
+// Per biz_tag a Buffer (Leaf's SegmentBuffer) holds two segments, current and
+// next. IDs come from the current one by a single atomic add, with no lock.
+// Once more than 10% of it is used one background load reserves the next
+// segment [max_id-step, max_id) in one transaction. When current runs dry the
+// buffer switches to next; a caller that finds no next waits for the load in
+// flight, bounded by Config.WaitTimeout and its context, then gets ErrNoSegment.
+//
+// The package is pure: it talks to the database only through the Store
+// interface and exposes its state through Generator.Stats.
 package segment
 
-// (contract stub: implementation in progress)
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/leaf-go/leaf/store"
+)
+
+// Errors returned by Generator.Get. Each maps to one of Leaf's result codes
+// through Code. Causes are wrapped, so errors.Is also matches the underlying
+// store or context error.
+var (
+	// ErrNotInitialized is returned by Get for a tag that is not in the
+	// cache while the generator has never read the tag list and the
+	// database does not answer the miss lookup (Leaf code -1,
+	// EXCEPTION_ID_IDCACHE_INIT_FALSE).
+	ErrNotInitialized = errors.New("segment: not initialised")
+	// ErrTagNotFound is returned by Get when leaf_alloc has no row for the
+	// tag, when the tag was removed by a refresh, or when the miss-lookup
+	// rate limit is exhausted (Leaf code -2, EXCEPTION_ID_KEY_NOT_EXISTS).
+	ErrTagNotFound = errors.New("segment: biz tag not found")
+	// ErrNoSegment is returned by Get when the current segment is spent and
+	// no next segment arrived within Config.WaitTimeout (or the caller's
+	// context ended first), when a load failed (the store error is wrapped),
+	// or while a failed tag is in backoff (Leaf code -3,
+	// EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL).
+	ErrNoSegment = errors.New("segment: no segment ready")
+	// ErrRewound is returned (wrapped in ErrNoSegment) when the store hands
+	// out a segment that starts below the highest max_id this generator has
+	// already seen for the tag: the database went back in time (restored
+	// backup, failover to a lagging replica). The segment is refused.
+	ErrRewound = errors.New("segment: store went back in time")
+	// ErrClosed is returned by Get after Close (Code maps it to -3).
+	ErrClosed = errors.New("segment: generator closed")
+)
+
+// Code maps an error from Get to Leaf's result code: 0 for nil, -1 for
+// ErrNotInitialized, -2 for ErrTagNotFound, and -3 for ErrNoSegment,
+// ErrClosed and any other error (Leaf's EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL is
+// its catch-all for "no ID now").
+func Code(err error) int64 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrNotInitialized):
+		return -1
+	case errors.Is(err, ErrTagNotFound):
+		return -2
+	default:
+		return -3
+	}
+}
+
+// Store is what the generator needs from a leaf_alloc database. The stores in
+// store/postgres, store/mysql and store/sqlite satisfy it; see store.Store for
+// the full contract of each method. It must be safe for concurrent use.
+type Store interface {
+	// Allocate reserves the next segment of tag; step <= 0 means the row's
+	// own step, step > 0 a custom step.
+	Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error)
+	// Tags lists every biz_tag in leaf_alloc.
+	Tags(ctx context.Context) ([]string, error)
+}
+
+// Clock is the generator's source of time, injected so that tests can move
+// time by hand. Now must be safe for concurrent use. The generator uses Now
+// for the dynamic step, backoff and the miss-lookup rate limiter; it never
+// calls Sleep (the interface is shared with package snowflake).
+type Clock interface {
+	Now() time.Time
+	Sleep(d time.Duration)
+}
+
+// SystemClock is the real Clock: time.Now and time.Sleep.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Sleep calls time.Sleep(d).
+func (SystemClock) Sleep(d time.Duration) { time.Sleep(d) }
+
+// Defaults used for zero fields of Config. The step and window values are
+// Leaf's (SegmentIDGenImpl.MAX_STEP and SEGMENT_DURATION).
+const (
+	DefaultWaitTimeout     = time.Second
+	DefaultRefreshInterval = 60 * time.Second
+	DefaultLoadTimeout     = 5 * time.Second
+	DefaultMissLookupRate  = 10.0
+	DefaultMissLookupBurst = 20
+	DefaultRetryMin        = 100 * time.Millisecond
+	DefaultRetryMax        = 10 * time.Second
+	DefaultMaxStep         = 1_000_000
+	DefaultGrowWindow      = 15 * time.Minute
+	DefaultShrinkWindow    = 30 * time.Minute
+)
+
+// Config tunes a Generator. The zero value means the defaults; New returns an
+// error for negative durations, RetryMax < RetryMin or ShrinkWindow <
+// GrowWindow.
+type Config struct {
+	// WaitTimeout bounds how long Get waits for the load in flight when the
+	// current segment is spent, measured on the real clock. Default 1 s.
+	WaitTimeout time.Duration
+	// RefreshInterval is the period of the tag-list re-read (Leaf's
+	// updateCacheFromDbAtEveryMinute). Default 60 s.
+	RefreshInterval time.Duration
+	// LoadTimeout bounds one allocation transaction and one tag-list read.
+	// A first use of a tag waits up to this long for its first segment.
+	// Default 5 s.
+	LoadTimeout time.Duration
+	// MissLookupRate is the number of database lookups per second allowed
+	// for tags not in the cache, so that probing random tags cannot flood
+	// the database. Default 10; a negative value disables miss lookups
+	// (unknown tags then wait for the periodic refresh).
+	MissLookupRate float64
+	// MissLookupBurst is the burst of the miss-lookup limiter. Default 20.
+	MissLookupBurst int
+	// RetryMin and RetryMax bound the exponential backoff after a failed
+	// load; the current segment keeps serving meanwhile. Defaults 100 ms
+	// and 10 s.
+	RetryMin, RetryMax time.Duration
+	// MaxStep caps the dynamic step, in IDs: the step doubles only while
+	// twice it stays <= MaxStep (Leaf's MAX_STEP). Default 1,000,000.
+	MaxStep int64
+	// GrowWindow: a load less than this after the previous one doubles the
+	// step (Leaf's SEGMENT_DURATION). Default 15 min.
+	GrowWindow time.Duration
+	// ShrinkWindow: a load at least this long after the previous one halves
+	// the step, never below the DB step (Leaf's 2*SEGMENT_DURATION).
+	// Default 30 min.
+	ShrinkWindow time.Duration
+	// Clock is the source of time. Default SystemClock{}.
+	Clock Clock
+	// Logger receives load failures and refresh errors. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with zero fields filled in, or an error naming the
+// first invalid field.
+func (c Config) withDefaults() (Config, error) {
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"WaitTimeout", &c.WaitTimeout, DefaultWaitTimeout},
+		{"RefreshInterval", &c.RefreshInterval, DefaultRefreshInterval},
+		{"LoadTimeout", &c.LoadTimeout, DefaultLoadTimeout},
+		{"RetryMin", &c.RetryMin, DefaultRetryMin},
+		{"RetryMax", &c.RetryMax, DefaultRetryMax},
+		{"GrowWindow", &c.GrowWindow, DefaultGrowWindow},
+		{"ShrinkWindow", &c.ShrinkWindow, DefaultShrinkWindow},
+	} {
+		switch {
+		case *d.v < 0:
+			return c, fmt.Errorf("segment: config %s = %v, want >= 0", d.name, *d.v)
+		case *d.v == 0:
+			*d.v = d.def
+		}
+	}
+	if c.MissLookupRate == 0 {
+		c.MissLookupRate = DefaultMissLookupRate
+	}
+	if c.MissLookupBurst < 0 {
+		return c, fmt.Errorf("segment: config MissLookupBurst = %d, want >= 0", c.MissLookupBurst)
+	}
+	if c.MissLookupBurst == 0 {
+		c.MissLookupBurst = DefaultMissLookupBurst
+	}
+	if c.MaxStep < 0 {
+		return c, fmt.Errorf("segment: config MaxStep = %d, want >= 0", c.MaxStep)
+	}
+	if c.MaxStep == 0 {
+		c.MaxStep = DefaultMaxStep
+	}
+	if c.RetryMax < c.RetryMin {
+		return c, fmt.Errorf("segment: config RetryMax %v < RetryMin %v", c.RetryMax, c.RetryMin)
+	}
+	if c.ShrinkWindow < c.GrowWindow {
+		return c, fmt.Errorf("segment: config ShrinkWindow %v < GrowWindow %v", c.ShrinkWindow, c.GrowWindow)
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}

@@ -1,0 +1,158 @@
+package segment
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// segment is one reserved range [start, max) (Leaf's Segment). The bounds are
+// immutable; used counts take calls, so it can pass size but never wraps in
+// practice (2^63 calls) and an ID outside [start, max) is never returned.
+type segment struct {
+	// used is first so that the atomic add brings the immutable fields
+	// below into the same cache line.
+	used atomic.Int64
+	// start and max bound the segment: IDs start..max-1.
+	start, max int64
+	// step is the buffer's step when the segment was loaded (Leaf's
+	// Segment.step); it is the base of the 10% prefetch rule.
+	step int64
+	// prefetchAfter is the used count past which the idle part, max minus
+	// the next value, is below 0.9*step (Leaf: getIdle() < 0.9*getStep()).
+	prefetchAfter int64
+}
+
+func newSegment(start, max, step int64) *segment {
+	size := max - start
+	return &segment{
+		start:         start,
+		max:           max,
+		step:          step,
+		prefetchAfter: int64(math.Floor(float64(size) - 0.9*float64(step))),
+	}
+}
+
+// size is the number of IDs in the segment.
+func (s *segment) size() int64 { return s.max - s.start }
+
+// take hands out the next ID. n is the number of take calls so far,
+// including this one; ok is false once the segment is spent.
+func (s *segment) take() (id, n int64, ok bool) {
+	n = s.used.Add(1)
+	if n > s.max-s.start {
+		return 0, n, false
+	}
+	return s.start + n - 1, n, true
+}
+
+// issued is the number of IDs handed out from the segment.
+func (s *segment) issued() int64 {
+	return min(s.used.Load(), s.size())
+}
+
+func (s *segment) stats() SegmentStats {
+	return SegmentStats{Value: s.start + s.issued(), Max: s.max, Step: s.step}
+}
+
+// loadCall is one allocation in flight. done is closed when it ends; err is
+// set before that and read only after.
+type loadCall struct {
+	done chan struct{}
+	err  error
+}
+
+// buffer is the per-tag double buffer (Leaf's SegmentBuffer).
+type buffer struct {
+	tag string
+	// seq orders buffer creation, so that a refresh whose tag list was read
+	// before a miss lookup created a buffer does not drop it.
+	seq uint64
+	// probe marks a buffer created by a miss lookup; it is dropped from the
+	// cache when its first load fails.
+	probe bool
+
+	// cur is the segment IDs are taken from; nil until the first load.
+	cur atomic.Pointer[segment]
+	// pending is true while a next segment is ready or a load is in flight,
+	// so that the fast path starts at most one prefetch.
+	pending atomic.Bool
+	// retryAt is the Clock instant, in Unix nanoseconds, before which no
+	// load is started after a failure; 0 when not in backoff.
+	retryAt atomic.Int64
+
+	mu sync.Mutex // guards the fields below and the switch of cur
+	// next is the prefetched segment, nil when none is ready (Leaf's
+	// nextReady is next != nil).
+	next *segment
+	// prev is the segment switched away from, shown in Stats in the slot of
+	// next until a new next arrives (Leaf's /cache shows the same).
+	prev *segment
+	// load is the allocation in flight, nil when none.
+	load *loadCall
+	// initOK is true once the first segment was loaded (Leaf's initOk).
+	initOK bool
+	// removed is true once the tag left the cache: Get answers ErrTagNotFound.
+	removed bool
+	// pos is the index, 0 or 1, of cur in Leaf's two-slot display.
+	pos int
+	// step is the current dynamic step and minStep the DB step read by the
+	// last load, in IDs (Leaf's step and minStep).
+	step, minStep int64
+	// updated is Leaf's updateTimestamp: zero until the first prefetch,
+	// then the Clock time of the last prefetch. It drives the dynamic step.
+	updated time.Time
+	// lastLoad and lastLatency describe the last successful load: its Clock
+	// time and its real duration.
+	lastLoad    time.Time
+	lastLatency time.Duration
+	// failures counts failed loads since the last success; totalFailures
+	// counts all of them. lastErr is the last load error, kept after a
+	// success for display.
+	failures, totalFailures int64
+	lastErr                 error
+	// retired counts IDs handed out from segments that are no longer cur.
+	retired int64
+	// highMax is the highest max_id ever loaded for the tag; a segment that
+	// starts below it is refused (ErrRewound).
+	highMax int64
+}
+
+// stats snapshots the buffer for Generator.Stats.
+func (b *buffer) stats() BufferStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := BufferStats{
+		BizTag:          b.tag,
+		InitOK:          b.initOK,
+		NextReady:       b.next != nil,
+		Loading:         b.load != nil,
+		Pos:             b.pos,
+		Step:            b.step,
+		MinStep:         b.minStep,
+		LastLoad:        b.lastLoad,
+		LastLoadLatency: b.lastLatency,
+		LoadFailures:    b.totalFailures,
+		Issued:          b.retired,
+	}
+	if b.lastErr != nil {
+		st.LastError = b.lastErr.Error()
+	}
+	if ra := b.retryAt.Load(); ra != 0 {
+		st.RetryAt = time.Unix(0, ra)
+	}
+	if cur := b.cur.Load(); cur != nil {
+		st.Segments[b.pos] = cur.stats()
+		st.Issued += cur.issued()
+		st.Remaining = cur.size() - cur.issued()
+	}
+	switch {
+	case b.next != nil:
+		st.Segments[1-b.pos] = b.next.stats()
+		st.Remaining += b.next.size()
+	case b.prev != nil:
+		st.Segments[1-b.pos] = b.prev.stats()
+	}
+	return st
+}

@@ -1,0 +1,502 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/leaf-go/leaf/store"
+)
+
+// Generator hands out segment-mode IDs for every tag of a leaf_alloc table,
+// as Leaf's SegmentIDGenImpl. All methods are safe for concurrent use. It owns
+// a tag-refresh goroutine and the background loads; Close stops them.
+type Generator struct {
+	st      Store
+	cfg     Config
+	clock   Clock
+	log     *slog.Logger
+	limiter *rate.Limiter // nil when miss lookups are disabled
+
+	// cache maps tag to buffer. It is copy-on-write: readers load the
+	// pointer without a lock; writers hold cacheMu and store a new map.
+	cache   atomic.Pointer[map[string]*buffer]
+	cacheMu sync.Mutex
+	// refreshMu serialises Refresh calls so an older tag list never
+	// overwrites a newer one.
+	refreshMu sync.Mutex
+	bufSeq    atomic.Uint64
+	ready     atomic.Bool
+	closed    atomic.Bool
+
+	// root is cancelled by Close; every load and the refresh loop run under it.
+	root   context.Context
+	cancel context.CancelFunc
+
+	goMu    sync.Mutex // guards stopped and wg.Add against Close
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// New returns a Generator reading segments from st. It reads the tag list
+// once, synchronously (Leaf's init); if that fails it logs the error and
+// still returns the generator with Ready() false: tags then become known by
+// miss lookups and by the refresh loop, which re-reads the list every
+// Config.RefreshInterval. New returns an error only for a nil store or an
+// invalid Config. ctx bounds the first tag read only. Call Close when done.
+func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
+	if st == nil {
+		return nil, errors.New("segment: nil store")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	g := &Generator{st: st, cfg: cfg, clock: cfg.Clock, log: cfg.Logger}
+	if cfg.MissLookupRate > 0 {
+		g.limiter = rate.NewLimiter(rate.Limit(cfg.MissLookupRate), cfg.MissLookupBurst)
+	}
+	empty := map[string]*buffer{}
+	g.cache.Store(&empty)
+	g.root, g.cancel = context.WithCancel(context.Background())
+	if err := g.Refresh(ctx); err != nil {
+		g.log.Warn("segment: first tag refresh failed; serving known tags by miss lookup", "err", err)
+	}
+	g.spawn(g.refreshLoop)
+	return g, nil
+}
+
+// Ready reports whether the tag list has been read successfully at least
+// once (Leaf's initOK of the whole generator).
+func (g *Generator) Ready() bool { return g.ready.Load() }
+
+// Close stops the refresh loop and cancels the loads in flight, then waits
+// for them. Callers waiting in Get return ErrClosed, and so does every later
+// Get. Close is idempotent and always returns nil.
+func (g *Generator) Close() error {
+	g.goMu.Lock()
+	if g.stopped {
+		g.goMu.Unlock()
+		return nil
+	}
+	g.stopped = true
+	g.closed.Store(true)
+	g.cancel()
+	g.goMu.Unlock()
+	g.wg.Wait()
+	return nil
+}
+
+// spawn runs f in a goroutine owned by g, unless g is closed.
+func (g *Generator) spawn(f func()) bool {
+	g.goMu.Lock()
+	defer g.goMu.Unlock()
+	if g.stopped {
+		return false
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// Get returns the next ID of tag, always > 0 and never handed out before by
+// any generator sharing the database. The fast path is one atomic add with
+// no lock and ignores ctx. When the current segment is spent Get switches to
+// the prefetched next one, or waits for the load in flight up to
+// Config.WaitTimeout (Config.LoadTimeout for the first segment of a tag) and
+// until ctx is done.
+//
+// Errors (see Code): ErrTagNotFound for a tag without a row (also when the
+// miss-lookup limit is exhausted); ErrNoSegment when no segment is ready in
+// time, the load failed or the tag is in backoff after a failure;
+// ErrNotInitialized when the tag is unknown, the tag list was never read and
+// the database does not answer; ErrClosed after Close.
+func (g *Generator) Get(ctx context.Context, tag string) (int64, error) {
+	if g.closed.Load() {
+		return 0, ErrClosed
+	}
+	b := (*g.cache.Load())[tag]
+	if b == nil {
+		return g.miss(ctx, tag)
+	}
+	if s := b.cur.Load(); s != nil {
+		if id, n, ok := s.take(); ok {
+			if n > s.prefetchAfter && !b.pending.Load() {
+				g.prefetch(b)
+			}
+			return id, nil
+		}
+	}
+	return g.slow(ctx, b)
+}
+
+// slow is Get when the current segment is missing or spent: switch to next,
+// or wait for a load, and retry. It never spins: each round either switches
+// (which only happens once per segment), waits on a load, or returns.
+func (g *Generator) slow(ctx context.Context, b *buffer) (int64, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if g.closed.Load() {
+			return 0, ErrClosed
+		}
+		s := b.cur.Load()
+		if s != nil {
+			if id, n, ok := s.take(); ok {
+				if n > s.prefetchAfter && !b.pending.Load() {
+					g.prefetch(b)
+				}
+				return id, nil
+			}
+		}
+		call, err := g.advance(b, s)
+		if err != nil {
+			return 0, err
+		}
+		if call == nil {
+			continue // cur moved on; take again
+		}
+		if timer == nil {
+			wait := g.cfg.WaitTimeout
+			if s == nil {
+				wait = max(wait, g.cfg.LoadTimeout)
+			}
+			timer = time.NewTimer(wait)
+		}
+		select {
+		case <-call.done:
+			if call.err != nil {
+				return 0, call.err
+			}
+		case <-timer.C:
+			return 0, fmt.Errorf("%w: %q: no segment within the wait timeout", ErrNoSegment, b.tag)
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w: %q: %w", ErrNoSegment, b.tag, context.Cause(ctx))
+		case <-g.root.Done():
+			return 0, ErrClosed
+		}
+	}
+}
+
+// advance is called when seen, the segment the caller last read from cur,
+// is spent or nil. Under the buffer lock it switches to next if ready
+// (returns nil, nil: take again), or returns the load to wait for, starting
+// one unless the tag is in backoff.
+func (g *Generator) advance(b *buffer, seen *segment) (*loadCall, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.removed:
+		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
+	case b.cur.Load() != seen:
+		return nil, nil
+	case b.next != nil:
+		if seen != nil {
+			b.retired += seen.size()
+			b.prev = seen
+		}
+		b.cur.Store(b.next)
+		b.next = nil
+		b.pos ^= 1
+		b.pending.Store(false)
+		return nil, nil
+	case b.load != nil:
+		return b.load, nil
+	}
+	if ra := b.retryAt.Load(); ra != 0 {
+		if wait := time.Duration(ra - g.clock.Now().UnixNano()); wait > 0 {
+			return nil, fmt.Errorf("%w: %q: loads failing, next try in %v: %w", ErrNoSegment, b.tag, wait, b.lastErr)
+		}
+	}
+	call := g.startLoad(b)
+	if call == nil {
+		return nil, ErrClosed
+	}
+	return call, nil
+}
+
+// prefetch starts one background load of the next segment unless one is
+// pending or the tag is in backoff. Called from the fast path once the idle
+// part of cur is below 90% of its step.
+func (g *Generator) prefetch(b *buffer) {
+	if ra := b.retryAt.Load(); ra != 0 && g.clock.Now().UnixNano() < ra {
+		return
+	}
+	if !b.pending.CompareAndSwap(false, true) {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.next != nil || b.load != nil {
+		return // a load raced us; pending is rightly true
+	}
+	if b.removed || !b.initOK || g.startLoad(b) == nil {
+		b.pending.Store(false)
+	}
+}
+
+// startLoad starts a load of the next (or, before initOK, the first)
+// segment. It returns nil when the generator is closed. b.mu must be held.
+//
+// The step rule is Leaf's SegmentIDGenImpl.updateSegmentFromDb: the first
+// load and the first prefetch take the row's step; afterwards the step
+// doubles when the previous prefetch was less than GrowWindow ago (while
+// twice it stays <= MaxStep), is kept below ShrinkWindow, and halves after
+// that, never below the DB step. Deliberately unlike Leaf, a step below the
+// DB step read by the previous load is raised to it, so that an operator who
+// raises the step in the table sees it used ("never below the DB step").
+func (g *Generator) startLoad(b *buffer) *loadCall {
+	call := &loadCall{done: make(chan struct{})}
+	first := !b.initOK
+	var step int64 // 0: the row's own step
+	if !first && !b.updated.IsZero() {
+		step = b.step
+		switch d := g.clock.Now().Sub(b.updated); {
+		case d < g.cfg.GrowWindow:
+			if step <= g.cfg.MaxStep/2 {
+				step *= 2
+			}
+		case d < g.cfg.ShrinkWindow:
+		default:
+			if step/2 >= b.minStep {
+				step /= 2
+			}
+		}
+		step = max(step, b.minStep, 1)
+	}
+	if !g.spawn(func() { g.load(b, call, first, step) }) {
+		return nil
+	}
+	b.load = call
+	b.pending.Store(true)
+	return call
+}
+
+// load runs one allocation and installs the segment: as cur for the first
+// load, as next otherwise. On failure it sets the backoff, or removes the tag
+// when the store no longer has it.
+func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
+	ctx, cancel := context.WithTimeout(g.root, g.cfg.LoadTimeout)
+	t0 := time.Now()
+	alloc, err := g.st.Allocate(ctx, b.tag, step)
+	latency := time.Since(t0)
+	cancel()
+	now := g.clock.Now()
+
+	b.mu.Lock()
+	var seg *segment
+	if err == nil {
+		seg, err = checkAlloc(b.tag, alloc, step, b.highMax)
+	}
+	drop := false
+	switch {
+	case err == nil:
+		b.highMax = seg.max
+		b.failures = 0
+		b.retryAt.Store(0)
+		b.lastLoad, b.lastLatency = now, latency
+		switch {
+		case first:
+			// Leaf: step = minStep = DB step; updateTimestamp untouched.
+			b.step, b.minStep = alloc.Step, alloc.DBStep
+			b.cur.Store(seg)
+			b.initOK = true
+			b.pending.Store(false)
+		default:
+			// pending stays true: a next segment is ready.
+			b.step, b.minStep = alloc.Step, alloc.DBStep
+			b.updated = now
+			b.next = seg
+		}
+	case errors.Is(err, store.ErrTagNotFound):
+		b.totalFailures++
+		b.lastErr = err
+		b.removed = true
+		drop = true
+		b.pending.Store(false)
+		call.err = fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
+	default:
+		b.failures++
+		b.totalFailures++
+		b.lastErr = err
+		backoff := g.backoff(b.failures)
+		b.retryAt.Store(now.Add(backoff).UnixNano())
+		b.pending.Store(false)
+		switch {
+		case first && b.probe:
+			// A miss lookup that failed: do not keep an unconfirmed tag.
+			b.removed = true
+			drop = true
+			if !g.ready.Load() {
+				call.err = fmt.Errorf("%w: load %q: %w", ErrNotInitialized, b.tag, err)
+			} else {
+				call.err = fmt.Errorf("%w: load %q: %w", ErrNoSegment, b.tag, err)
+			}
+		default:
+			call.err = fmt.Errorf("%w: load %q: %w", ErrNoSegment, b.tag, err)
+		}
+		defer g.log.Warn("segment: load failed", "biz_tag", b.tag, "first", first,
+			"failures", b.failures, "retry_in", backoff, "err", err)
+	}
+	b.load = nil
+	close(call.done)
+	b.mu.Unlock()
+	if drop {
+		g.drop(b)
+	}
+}
+
+// checkAlloc turns an allocation into a segment, refusing what could hand
+// out an invalid or duplicate ID. IDs below 1 are cut off (a row whose
+// max_id - step < 1); a segment left empty is an error.
+func checkAlloc(tag string, a store.Allocation, step, highMax int64) (*segment, error) {
+	if a.Step <= 0 || (step > 0 && a.Step != step) {
+		return nil, fmt.Errorf("store returned step %d for %q, asked %d", a.Step, tag, step)
+	}
+	start := max(a.MaxID-a.Step, 1)
+	if a.MaxID-a.Step > a.MaxID || start >= a.MaxID {
+		return nil, fmt.Errorf("segment [%d, %d) of %q holds no positive ID", a.MaxID-a.Step, a.MaxID, tag)
+	}
+	if start < highMax {
+		return nil, fmt.Errorf("%w: segment [%d, %d) of %q starts below max_id %d seen before",
+			ErrRewound, start, a.MaxID, tag, highMax)
+	}
+	return newSegment(start, a.MaxID, a.Step), nil
+}
+
+// backoff returns the wait after the n-th consecutive failure: RetryMin
+// doubled n-1 times, capped at RetryMax, then jittered down by up to half.
+func (g *Generator) backoff(n int64) time.Duration {
+	d := g.cfg.RetryMin
+	for i := int64(1); i < n && d < g.cfg.RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, g.cfg.RetryMax)
+	if half := int64(d / 2); half > 0 {
+		d -= time.Duration(rand.Int64N(half + 1))
+	}
+	return d
+}
+
+// miss handles a tag not in the cache: if the limiter allows, it adds a probe
+// buffer and loads its first segment like any first use, so concurrent
+// misses of one tag share one allocation.
+func (g *Generator) miss(ctx context.Context, tag string) (int64, error) {
+	if g.limiter == nil || !g.limiter.AllowN(g.clock.Now(), 1) {
+		if !g.ready.Load() {
+			return 0, fmt.Errorf("%w: tag list not read yet, %q unknown", ErrNotInitialized, tag)
+		}
+		return 0, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
+	}
+	g.cacheMu.Lock()
+	old := *g.cache.Load()
+	b := old[tag]
+	if b == nil {
+		b = g.newBuffer(tag)
+		b.probe = true
+		m := maps.Clone(old)
+		if m == nil {
+			m = map[string]*buffer{}
+		}
+		m[tag] = b
+		g.cache.Store(&m)
+	}
+	g.cacheMu.Unlock()
+	return g.slow(ctx, b)
+}
+
+func (g *Generator) newBuffer(tag string) *buffer {
+	return &buffer{tag: tag, seq: g.bufSeq.Add(1)}
+}
+
+// drop removes b from the cache if it is still the buffer of its tag.
+func (g *Generator) drop(b *buffer) {
+	g.cacheMu.Lock()
+	defer g.cacheMu.Unlock()
+	old := *g.cache.Load()
+	if old[b.tag] != b {
+		return
+	}
+	m := maps.Clone(old)
+	delete(m, b.tag)
+	g.cache.Store(&m)
+}
+
+// Refresh re-reads the tag list now (the refresh loop does it every
+// Config.RefreshInterval): new tags get a buffer, loaded on first use; tags
+// no longer in the table are dropped and answer ErrTagNotFound. On error the
+// cache is left as it was. A successful empty list empties the cache: the
+// query answered, so the table is empty. Tags added by a miss lookup after
+// the list was read are kept. Refresh is safe for concurrent use; calls are
+// serialised.
+func (g *Generator) Refresh(ctx context.Context) error {
+	g.refreshMu.Lock()
+	defer g.refreshMu.Unlock()
+	seq := g.bufSeq.Load()
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.LoadTimeout)
+	tags, err := g.st.Tags(ctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("segment: refresh tags: %w", err)
+	}
+	g.cacheMu.Lock()
+	old := *g.cache.Load()
+	m := make(map[string]*buffer, len(tags))
+	for _, t := range tags {
+		if b := old[t]; b != nil {
+			m[t] = b
+		} else {
+			m[t] = g.newBuffer(t)
+		}
+	}
+	var gone []*buffer
+	for t, b := range old {
+		if _, ok := m[t]; ok {
+			continue
+		}
+		if b.seq > seq {
+			m[t] = b
+			continue
+		}
+		gone = append(gone, b)
+	}
+	g.cache.Store(&m)
+	g.cacheMu.Unlock()
+	for _, b := range gone {
+		b.mu.Lock()
+		b.removed = true
+		b.mu.Unlock()
+	}
+	g.ready.Store(true)
+	return nil
+}
+
+func (g *Generator) refreshLoop() {
+	t := time.NewTicker(g.cfg.RefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.root.Done():
+			return
+		case <-t.C:
+			if err := g.Refresh(g.root); err != nil && g.root.Err() == nil {
+				g.log.Warn("segment: tag refresh failed; keeping the cache", "err", err)
+			}
+		}
+	}
+}

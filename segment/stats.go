@@ -1,0 +1,74 @@
+package segment
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// SegmentStats is one segment of a buffer, as in Leaf's /cache columns
+// valueN, maxN, stepN. All values are in IDs.
+type SegmentStats struct {
+	// Value is the next ID the segment would hand out; Value == Max when it
+	// is spent.
+	Value int64
+	// Max is the exclusive upper bound of the segment.
+	Max int64
+	// Step is the buffer's step when the segment was loaded.
+	Step int64
+}
+
+// Idle is the number of IDs left in the segment, Max - Value.
+func (s SegmentStats) Idle() int64 { return s.Max - s.Value }
+
+// BufferStats is a snapshot of one tag's double buffer (Leaf's
+// SegmentBufferView plus load history). Counters are since the generator
+// started.
+type BufferStats struct {
+	// BizTag is the tag.
+	BizTag string
+	// InitOK is true once the first segment was loaded (Leaf's initOk).
+	InitOK bool
+	// NextReady is true when a prefetched next segment waits (Leaf's
+	// nextReady).
+	NextReady bool
+	// Loading is true while an allocation is in flight.
+	Loading bool
+	// Pos is the index, 0 or 1, of the current segment in Segments (Leaf's
+	// pos). Segments[1-Pos] is the next segment when NextReady, otherwise
+	// the previous one (as Leaf shows it) or zero.
+	Pos      int
+	Segments [2]SegmentStats
+	// Step is the current dynamic step and MinStep the DB step read by the
+	// last load, in IDs.
+	Step, MinStep int64
+	// LastLoad is the Clock time of the last successful load (zero before
+	// it); LastLoadLatency its duration on the real clock.
+	LastLoad        time.Time
+	LastLoadLatency time.Duration
+	// LoadFailures counts failed loads; LastError is the last one's message
+	// ("" if none). RetryAt is when the next load may start after a failure
+	// (zero when not in backoff).
+	LoadFailures int64
+	LastError    string
+	RetryAt      time.Time
+	// Issued counts IDs handed out for the tag since the buffer was created.
+	// Divide its growth by the time between two snapshots for a rate.
+	Issued int64
+	// Remaining counts IDs in memory that need no database round trip: the
+	// idle part of the current segment plus the whole next segment. Divide
+	// by the rate for the runway.
+	Remaining int64
+}
+
+// Stats returns a snapshot of every buffer, sorted by tag. It locks each
+// buffer briefly and is safe to call concurrently with Get.
+func (g *Generator) Stats() []BufferStats {
+	m := *g.cache.Load()
+	out := make([]BufferStats, 0, len(m))
+	for _, b := range m {
+		out = append(out, b.stats())
+	}
+	slices.SortFunc(out, func(a, b BufferStats) int { return cmp.Compare(a.BizTag, b.BizTag) })
+	return out
+}
