@@ -18,6 +18,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -29,6 +30,15 @@ type Deps struct {
 	// Store is the leaf_alloc database behind Segment, pinged by /readyz.
 	// Nil when segment mode is off.
 	Store store.Store
+	// Snowflake serves /api/snowflake/get/{key}; nil when snowflake mode is
+	// off (decode and encode then use snowflake.DefaultLayout).
+	Snowflake *snowflake.Generator
+	// SnowflakeSource names the worker ID source (static, zookeeper, sql)
+	// for /api/v1/snowflake/status.
+	SnowflakeSource string
+	// SnowflakeState, when set, adds the source's state (lease or ZooKeeper
+	// session) to /api/v1/snowflake/status.
+	SnowflakeState func() any
 	// Logger receives server-side failures only; nil means slog.Default().
 	Logger *slog.Logger
 	// Now stamps Leaf error bodies (ms); nil means time.Now.
@@ -61,6 +71,11 @@ func NewHandler(d Deps) http.Handler {
 	r.HandleFunc("/api/snowflake/get/{key}", h.snowflakeGet)
 	r.HandleFunc("/api/snowflake/get/", h.emptyKey)
 
+	r.HandleFunc("/decodeSnowflakeId", h.decodeSnowflakeID)
+	r.Get("/api/v1/snowflake/decode/{id}", h.decode)
+	r.Get("/api/v1/snowflake/encode", h.encode)
+	r.Get("/api/v1/snowflake/status", h.snowflakeStatus)
+
 	r.Get("/healthz", h.healthz)
 	r.Get("/readyz", h.readyz)
 	r.NotFound(h.notFound)
@@ -89,15 +104,6 @@ func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeID(w, id)
-}
-
-// snowflakeGet is Leaf's snowflake endpoint. Snowflake mode is not built yet
-// in this binary; it answers like a disabled mode.
-func (h *handler) snowflakeGet(w http.ResponseWriter, r *http.Request) {
-	if _, ok := h.key(w, r); !ok {
-		return
-	}
-	h.disabled(w, r, "snowflake", "snowflake mode is not available in this build yet")
 }
 
 func (h *handler) emptyKey(w http.ResponseWriter, r *http.Request) {

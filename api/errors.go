@@ -86,3 +86,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	_ = enc.Encode(v)
 }
+
+// apiError is the error shape of the JSON API (/api/v1/…): an honest status,
+// a stable string code and a human message.
+func (h *handler) apiError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	if status >= 500 {
+		h.d.Logger.LogAttrs(r.Context(), slog.LevelWarn, "api request failed",
+			slog.String("path", r.URL.Path), slog.String("code", code), slog.String("err", msg))
+	}
+	writeJSON(w, status, apiErrorBody{Status: status, Code: code, Message: msg, Path: r.URL.Path})
+}
+
+// apiErrorBody is the JSON of an /api/v1 error.
+type apiErrorBody struct {
+	Status  int    `json:"status"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Path    string `json:"path"`
+}

@@ -1,0 +1,216 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/leaf-go/leaf/snowflake"
+)
+
+// snowflakeGet is Leaf's snowflake endpoint: the key is validated and
+// otherwise ignored, as in Leaf.
+func (h *handler) snowflakeGet(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.key(w, r); !ok {
+		return
+	}
+	if h.d.Snowflake == nil {
+		h.disabled(w, r, "snowflake", snowflakeHow)
+		return
+	}
+	id, err := h.d.Snowflake.Next(r.Context())
+	if err != nil {
+		h.leafError(w, r, snowflake.Code(err), err)
+		return
+	}
+	writeID(w, id)
+}
+
+const snowflakeHow = "start leaf-server with --snowflake (LEAF_SNOWFLAKE=true) and a --worker-id-source (static, zookeeper or sql)"
+
+// layout is the generator's layout, or Leaf's default when snowflake mode is
+// off (decoding needs no generator).
+func (h *handler) layout() snowflake.Layout {
+	if h.d.Snowflake != nil {
+		return h.d.Snowflake.Layout()
+	}
+	return snowflake.DefaultLayout()
+}
+
+// decodeSnowflakeID is Leaf's /decodeSnowflakeId?snowflakeId=N: a JSON object
+// of strings, timestamp formatted "<ms>(yyyy-MM-dd HH:mm:ss.SSS)" in the
+// server's local time zone as Leaf's SimpleDateFormat does. A malformed ID
+// gets Leaf's errorMsg field, but with status 400 where Leaf answers 200.
+func (h *handler) decodeSnowflakeID(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.URL.Query().Get("snowflakeId"), 10, 64)
+	if err != nil || id < 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]string{
+			"errorMsg": "snowflake Id反解析失败: snowflakeId must be a non-negative 64-bit decimal integer",
+		})
+		return
+	}
+	p := h.layout().Decompose(id)
+	writeJSON(w, http.StatusOK, map[string]string{
+		"timestamp":  strconv.FormatInt(p.Millis, 10) + "(" + time.UnixMilli(p.Millis).Format("2006-01-02 15:04:05.000") + ")",
+		"workerId":   strconv.FormatInt(p.Worker, 10),
+		"sequenceId": strconv.FormatInt(p.Sequence, 10),
+	})
+}
+
+// idView is the JSON answer of decode and encode. The ID is a string because
+// 64-bit IDs pass JavaScript's 2^53.
+type idView struct {
+	ID         string   `json:"id"`
+	Timestamp  int64    `json:"timestamp"` // Unix ms
+	Time       string   `json:"time"`      // ISO-8601 UTC, ms precision
+	Worker     int64    `json:"worker"`
+	Datacenter int64    `json:"datacenter"`
+	Machine    int64    `json:"machine"`
+	Sequence   int64    `json:"sequence"`
+	Bits       bitsView `json:"bits"`
+	Layout     layoutV  `json:"layout"`
+}
+
+type bitsView struct {
+	Sign     string `json:"sign"`
+	Time     string `json:"time"`
+	Worker   string `json:"worker"`
+	Sequence string `json:"sequence"`
+	All      string `json:"all"` // 64 binary digits, most significant first
+}
+
+type layoutV struct {
+	EpochMillis  int64 `json:"epoch"`
+	TimeBits     int   `json:"timeBits"`
+	WorkerBits   int   `json:"workerBits"`
+	SequenceBits int   `json:"sequenceBits"`
+}
+
+func (h *handler) view(id int64) idView {
+	l := h.layout()
+	p := l.Decompose(id)
+	all := strconv.FormatUint(uint64(id), 2)
+	for len(all) < 64 {
+		all = "0" + all
+	}
+	tb, wb := int(l.TimeBits), int(l.WorkerBits)
+	return idView{
+		ID:         strconv.FormatInt(id, 10),
+		Timestamp:  p.Millis,
+		Time:       time.UnixMilli(p.Millis).UTC().Format("2006-01-02T15:04:05.000Z"),
+		Worker:     p.Worker,
+		Datacenter: p.Datacenter,
+		Machine:    p.Machine,
+		Sequence:   p.Sequence,
+		Bits: bitsView{
+			Sign:     all[:1],
+			Time:     all[1 : 1+tb],
+			Worker:   all[1+tb : 1+tb+wb],
+			Sequence: all[1+tb+wb:],
+			All:      all,
+		},
+		Layout: layoutV{l.EpochMillis(), int(l.TimeBits), int(l.WorkerBits), int(l.SequenceBits)},
+	}
+}
+
+// decode is GET /api/v1/snowflake/decode/{id}.
+func (h *handler) decode(w http.ResponseWriter, r *http.Request) {
+	raw := chi.URLParam(r, "id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id < 0 {
+		h.apiError(w, r, http.StatusBadRequest, "bad_id", "id must be a non-negative 64-bit decimal integer, got "+strconv.Quote(raw))
+		return
+	}
+	writeJSON(w, http.StatusOK, h.view(id))
+}
+
+// encode is GET /api/v1/snowflake/encode?timestamp=&worker=&sequence= (or
+// datacenter=&machine= instead of worker). timestamp is Unix ms.
+func (h *handler) encode(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	num := func(name string, required bool) (int64, bool) {
+		s := q.Get(name)
+		if s == "" && !required {
+			return 0, true
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			h.apiError(w, r, http.StatusBadRequest, "bad_"+name, name+" must be a decimal integer, got "+strconv.Quote(s))
+			return 0, false
+		}
+		return n, true
+	}
+	ms, ok := num("timestamp", true)
+	if !ok {
+		return
+	}
+	seq, ok := num("sequence", false)
+	if !ok {
+		return
+	}
+	l := h.layout()
+	var id int64
+	var err error
+	if q.Has("datacenter") || q.Has("machine") {
+		if q.Has("worker") {
+			h.apiError(w, r, http.StatusBadRequest, "bad_worker", "give worker or datacenter+machine, not both")
+			return
+		}
+		dc, ok := num("datacenter", true)
+		if !ok {
+			return
+		}
+		m, ok := num("machine", true)
+		if !ok {
+			return
+		}
+		id, err = l.ComposeTwitter(ms, dc, m, seq)
+	} else {
+		worker, ok := num("worker", false)
+		if !ok {
+			return
+		}
+		id, err = l.Compose(ms, worker, seq)
+	}
+	if err != nil {
+		h.apiError(w, r, http.StatusBadRequest, "out_of_range", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, h.view(id))
+}
+
+// snowflakeStatus is GET /api/v1/snowflake/status.
+func (h *handler) snowflakeStatus(w http.ResponseWriter, r *http.Request) {
+	if h.d.Snowflake == nil {
+		h.disabled(w, r, "snowflake", snowflakeHow)
+		return
+	}
+	s := h.d.Snowflake.Stats()
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	}
+	out := map[string]any{
+		"workerId":            s.WorkerID,
+		"source":              h.d.SnowflakeSource,
+		"lastIssued":          ts(s.LastIssued),
+		"floor":               ts(s.Floor),
+		"highWater":           ts(s.HighWater),
+		"issued":              strconv.FormatInt(s.Issued, 10),
+		"clockBackwardEvents": s.ClockBackwardEvents,
+		"clockBackwardWaitMs": s.ClockBackwardWait.Milliseconds(),
+		"sequenceWaits":       s.SequenceWaits,
+		"highWaterStores":     s.HighWaterStores,
+		"highWaterFailures":   s.HighWaterFailures,
+		"layout":              layoutV{s.Layout.EpochMillis(), int(s.Layout.TimeBits), int(s.Layout.WorkerBits), int(s.Layout.SequenceBits)},
+		"layoutEnd":           ts(s.Layout.End()),
+	}
+	if h.d.SnowflakeState != nil {
+		out["sourceState"] = h.d.SnowflakeState()
+	}
+	writeJSON(w, http.StatusOK, out)
+}

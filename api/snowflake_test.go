@@ -1,0 +1,165 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/snowflake"
+)
+
+func newSnowflakeServer(t *testing.T, worker int64) *httptest.Server {
+	t.Helper()
+	gen, err := snowflake.New(t.Context(), snowflake.Settings{WorkerID: worker})
+	if err != nil {
+		t.Fatalf("snowflake.New: %v", err)
+	}
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: "static"}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type idView struct {
+	ID         string `json:"id"`
+	Timestamp  int64  `json:"timestamp"`
+	Time       string `json:"time"`
+	Worker     int64  `json:"worker"`
+	Datacenter int64  `json:"datacenter"`
+	Machine    int64  `json:"machine"`
+	Sequence   int64  `json:"sequence"`
+	Bits       struct {
+		Sign, Time, Worker, Sequence, All string
+	} `json:"bits"`
+}
+
+// TestSnowflakeEncodeDecodeSpecExamples checks SPEC §6 over HTTP.
+func TestSnowflakeEncodeDecodeSpecExamples(t *testing.T) {
+	srv := httptest.NewServer(api.NewHandler(api.Deps{})) // decoding needs no generator
+	defer srv.Close()
+	tests := []struct {
+		give string
+		want idView
+	}{
+		{"/api/v1/snowflake/encode?timestamp=1288834975657&datacenter=1&machine=1&sequence=0",
+			idView{ID: "4194439168", Timestamp: 1288834975657, Worker: 33, Datacenter: 1, Machine: 1, Sequence: 0}},
+		{"/api/v1/snowflake/encode?timestamp=1700000000000&datacenter=7&machine=13&sequence=4095",
+			idView{ID: "1724551110457221119", Timestamp: 1700000000000, Time: "2023-11-14T22:13:20.000Z", Worker: 237, Datacenter: 7, Machine: 13, Sequence: 4095}},
+		{"/api/v1/snowflake/encode?timestamp=1700000000000&worker=237&sequence=4095",
+			idView{ID: "1724551110457221119", Timestamp: 1700000000000, Time: "2023-11-14T22:13:20.000Z", Worker: 237, Datacenter: 7, Machine: 13, Sequence: 4095}},
+		{"/api/v1/snowflake/decode/1724551110457221119",
+			idView{ID: "1724551110457221119", Timestamp: 1700000000000, Time: "2023-11-14T22:13:20.000Z", Worker: 237, Datacenter: 7, Machine: 13, Sequence: 4095}},
+	}
+	for _, tt := range tests {
+		got := do(t, "GET", srv.URL+tt.give)
+		if got.status != 200 {
+			t.Fatalf("GET %s = %d %s, want 200", tt.give, got.status, got.body)
+		}
+		var v idView
+		if err := json.Unmarshal([]byte(got.body), &v); err != nil {
+			t.Fatalf("GET %s: %v", tt.give, err)
+		}
+		if v.ID != tt.want.ID || v.Timestamp != tt.want.Timestamp || v.Worker != tt.want.Worker ||
+			v.Datacenter != tt.want.Datacenter || v.Machine != tt.want.Machine || v.Sequence != tt.want.Sequence ||
+			(tt.want.Time != "" && v.Time != tt.want.Time) {
+			t.Errorf("GET %s = %+v, want %+v", tt.give, v, tt.want)
+		}
+		if len(v.Bits.All) != 64 || v.Bits.Sign+v.Bits.Time+v.Bits.Worker+v.Bits.Sequence != v.Bits.All ||
+			len(v.Bits.Time) != 41 || len(v.Bits.Worker) != 10 || len(v.Bits.Sequence) != 12 {
+			t.Errorf("GET %s bits = %+v, want 1+41+10+12 binary digits", tt.give, v.Bits)
+		}
+		if n, _ := strconv.ParseUint(v.Bits.All, 2, 64); strconv.FormatUint(n, 10) != v.ID {
+			t.Errorf("GET %s bits %s = %d, want %s", tt.give, v.Bits.All, n, v.ID)
+		}
+	}
+}
+
+func TestSnowflakeBadInput(t *testing.T) {
+	srv := httptest.NewServer(api.NewHandler(api.Deps{}))
+	defer srv.Close()
+	for _, path := range []string{
+		"/api/v1/snowflake/decode/abc",
+		"/api/v1/snowflake/decode/-5",
+		"/api/v1/snowflake/decode/99999999999999999999",
+		"/api/v1/snowflake/encode",
+		"/api/v1/snowflake/encode?timestamp=x",
+		"/api/v1/snowflake/encode?timestamp=1700000000000&worker=1024",
+		"/api/v1/snowflake/encode?timestamp=1700000000000&datacenter=32&machine=1",
+		"/api/v1/snowflake/encode?timestamp=1700000000000&worker=1&datacenter=1&machine=1",
+		"/api/v1/snowflake/encode?timestamp=1000&worker=1",
+		"/api/v1/snowflake/encode?timestamp=1700000000000&sequence=4096",
+		"/decodeSnowflakeId?snowflakeId=abc",
+		"/decodeSnowflakeId",
+	} {
+		got := do(t, "GET", srv.URL+path)
+		if got.status != 400 || !strings.Contains(got.ctype, "json") {
+			t.Errorf("GET %s = %d %q %s, want 400 JSON", path, got.status, got.ctype, got.body)
+		}
+	}
+	if got := do(t, "GET", srv.URL+"/api/v1/snowflake/status"); got.status != 503 {
+		t.Errorf("status with snowflake off = %d, want 503", got.status)
+	}
+}
+
+// TestLeafDecodeSnowflakeID checks Leaf's /decodeSnowflakeId answer shape.
+func TestLeafDecodeSnowflakeID(t *testing.T) {
+	srv := httptest.NewServer(api.NewHandler(api.Deps{}))
+	defer srv.Close()
+	got := do(t, "GET", srv.URL+"/decodeSnowflakeId?snowflakeId=1724551110457221119")
+	var m map[string]string
+	if err := json.Unmarshal([]byte(got.body), &m); err != nil || got.status != 200 {
+		t.Fatalf("decodeSnowflakeId = %d %s (%v), want 200 JSON of strings", got.status, got.body, err)
+	}
+	wantTS := "1700000000000(" + time.UnixMilli(1700000000000).Format("2006-01-02 15:04:05.000") + ")"
+	if m["timestamp"] != wantTS || m["workerId"] != "237" || m["sequenceId"] != "4095" || len(m) != 3 {
+		t.Errorf("decodeSnowflakeId = %v, want timestamp %s workerId 237 sequenceId 4095", m, wantTS)
+	}
+}
+
+// TestSnowflakeGetLeafFormat issues IDs over the Leaf route from many
+// goroutines: all unique, all decode to the configured worker ID.
+func TestSnowflakeGetLeafFormat(t *testing.T) {
+	srv := newSnowflakeServer(t, 42)
+	const n, workers = 2000, 8
+	var mu sync.Mutex
+	seen := map[int64]bool{}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n/workers; i++ {
+				got := do(t, "POST", srv.URL+"/api/snowflake/get/anything.at.all")
+				id, err := strconv.ParseInt(got.body, 10, 64)
+				if got.status != 200 || err != nil {
+					t.Errorf("snowflake get = %d %q, want 200 decimal", got.status, got.body)
+					return
+				}
+				if p := snowflake.DefaultLayout().Decompose(id); p.Worker != 42 {
+					t.Errorf("ID %d has worker %d, want 42", id, p.Worker)
+				}
+				mu.Lock()
+				if seen[id] {
+					t.Errorf("duplicate snowflake ID %d", id)
+				}
+				seen[id] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Errorf("got %d unique IDs, want %d", len(seen), n)
+	}
+	st := do(t, "GET", srv.URL+"/api/v1/snowflake/status")
+	if st.status != 200 || !strings.Contains(st.body, `"workerId":42`) || !strings.Contains(st.body, `"source":"static"`) {
+		t.Errorf("status = %d %s, want 200 with workerId 42 and source static", st.status, st.body)
+	}
+	if got := do(t, "GET", srv.URL+"/api/snowflake/get/"+strings.Repeat("x", 129)); got.status != 400 {
+		t.Errorf("snowflake get with a 129-character key = %d, want 400", got.status)
+	}
+}
