@@ -272,6 +272,7 @@ func TestDatabaseCutKeepsServing(t *testing.T) {
 	if want := int(maxBefore - 1 - 300); served < want-1 {
 		t.Errorf("served %d buffered IDs after the cut, want about %d (both segments)", served, want)
 	}
+	t.Logf("served %d buffered IDs after the cut (max_id %d), then -3", served, maxBefore)
 	px.Restore(t)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
