@@ -1,0 +1,177 @@
+// Package migrations holds the leaf_alloc schema as goose v3 SQL migrations,
+// one folder per dialect, embedded in the binary, and applies them.
+//
+// The MySQL table is byte-for-byte Meituan Leaf 1.0.1's leaf_alloc, created
+// with CREATE TABLE IF NOT EXISTS, so pointing leaf-go at an existing Leaf
+// database adopts the table and its rows unchanged. PostgreSQL and SQLite get
+// the closest equivalent; having no ON UPDATE CURRENT_TIMESTAMP, their stores
+// set update_time in every UPDATE.
+//
+// Down migrations are deliberately no-ops: leaf_alloc holds the high-water
+// mark of every ID sequence, and losing it would make the service hand out IDs
+// a second time. Goose's version bookkeeping lives in its own table,
+// leaf_goose_db_version, so that it cannot collide with another application's
+// goose migrations in the same database.
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+// VersionTable is the table goose records applied versions in.
+const VersionTable = "leaf_goose_db_version"
+
+// mysqlLockName is the GET_LOCK name that serialises concurrent Up calls on
+// MySQL/MariaDB (for example several leaf-server instances starting at once).
+const mysqlLockName = "leaf-go:migrations"
+
+// mysqlLockWait is how long Up waits for another instance's migration on
+// MySQL/MariaDB before giving up.
+const mysqlLockWait = 60 * time.Second
+
+//go:embed postgres/*.sql mysql/*.sql sqlite/*.sql
+var files embed.FS
+
+// ErrDialect is returned by Up and Status for a dialect other than
+// "postgres", "mysql" or "sqlite".
+var ErrDialect = errors.New("migrations: unknown dialect")
+
+// Version is the state of one migration, as `leafctl migrate status` shows it.
+type Version struct {
+	// Version is the migration's number, from its file name (00001_… is 1).
+	Version int64
+	// Name is the migration's file name, e.g. "00001_leaf_alloc.sql".
+	Name string
+	// Applied reports whether the database has recorded the migration.
+	Applied bool
+	// AppliedAt is when it was applied (zero when pending), as the database
+	// recorded it.
+	AppliedAt time.Time
+}
+
+// Up applies every pending migration of dialect ("postgres", "mysql" or
+// "sqlite"; "sqlite3" and "postgresql" are accepted too) to db. Applying it to
+// an up-to-date database is a no-op. Concurrent callers are serialised by an
+// advisory lock on PostgreSQL (pg_advisory_lock) and by GET_LOCK on MySQL;
+// SQLite serialises writers itself. db is not closed.
+// Errors: ErrDialect, or the driver's error wrapped with the migration.
+func Up(ctx context.Context, db *sql.DB, dialect string) error {
+	p, err := newProvider(db, dialect)
+	if err != nil {
+		return err
+	}
+	if d, _ := normalise(dialect); d == "mysql" {
+		unlock, err := mysqlLock(ctx, db)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate %s up: %w", dialect, err)
+	}
+	return nil
+}
+
+// Status returns every embedded migration of dialect in version order and
+// whether db has applied it. It creates goose's version table if missing but
+// changes nothing else. Errors: ErrDialect, or the driver's error.
+func Status(ctx context.Context, db *sql.DB, dialect string) ([]Version, error) {
+	p, err := newProvider(db, dialect)
+	if err != nil {
+		return nil, err
+	}
+	st, err := p.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s status: %w", dialect, err)
+	}
+	out := make([]Version, 0, len(st))
+	for _, s := range st {
+		v := Version{Applied: s.State == goose.StateApplied, AppliedAt: s.AppliedAt}
+		if s.Source != nil {
+			v.Version = s.Source.Version
+			v.Name = path.Base(s.Source.Path)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// newProvider builds a goose provider for dialect over db. The provider must
+// never be closed: Close would close the caller's shared *sql.DB.
+func newProvider(db *sql.DB, dialect string) (*goose.Provider, error) {
+	d, gd := normalise(dialect)
+	if d == "" {
+		return nil, fmt.Errorf("%w %q (want postgres, mysql or sqlite)", ErrDialect, dialect)
+	}
+	sub, err := fs.Sub(files, d)
+	if err != nil {
+		return nil, fmt.Errorf("migrations for %s: %w", d, err)
+	}
+	opts := []goose.ProviderOption{
+		goose.WithTableName(VersionTable),
+		goose.WithDisableGlobalRegistry(true),
+	}
+	if d == "postgres" {
+		locker, err := lock.NewPostgresSessionLocker()
+		if err != nil {
+			return nil, fmt.Errorf("migrations lock: %w", err)
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	p, err := goose.NewProvider(gd, db, sub, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("migrations for %s: %w", d, err)
+	}
+	return p, nil
+}
+
+// normalise maps a dialect name to the folder name and goose's dialect; ""
+// when unknown.
+func normalise(dialect string) (string, goose.Dialect) {
+	switch dialect {
+	case "postgres", "postgresql", "pgx":
+		return "postgres", goose.DialectPostgres
+	case "mysql", "mariadb":
+		return "mysql", goose.DialectMySQL
+	case "sqlite", "sqlite3":
+		return "sqlite", goose.DialectSQLite3
+	}
+	return "", ""
+}
+
+// mysqlLock takes a named lock on a dedicated connection and returns the
+// function that releases it. GET_LOCK belongs to the session, so holding it on
+// one connection while goose migrates on others excludes other processes.
+func mysqlLock(ctx context.Context, db *sql.DB) (func(), error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrations lock: %w", err)
+	}
+	var got sql.NullInt64
+	err = conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", mysqlLockName, int(mysqlLockWait/time.Second)).Scan(&got)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("migrations lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		conn.Close()
+		return nil, fmt.Errorf("migrations lock: %q still held by another instance after %v", mysqlLockName, mysqlLockWait)
+	}
+	return func() {
+		// Closing the session would release the lock too; release it
+		// explicitly so that a pooled connection never keeps it.
+		conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", mysqlLockName)
+		conn.Close()
+	}, nil
+}

@@ -1,0 +1,296 @@
+// Package mysql is the leaf_alloc store on MySQL or MariaDB, through
+// database/sql and go-sql-driver/mysql. An allocation is, as in Leaf's
+// IDAllocDaoImpl, an UPDATE and then a SELECT of the row in one transaction;
+// InnoDB's row lock serialises concurrent servers, which get disjoint
+// segments. The table is Leaf's own, so an existing Leaf database works
+// unchanged.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/leaf-go/leaf/migrations"
+	"github.com/leaf-go/leaf/store"
+)
+
+// erDupEntry is MySQL's error number for a duplicate key (ER_DUP_ENTRY).
+const erDupEntry = 1062
+
+// connMaxLifetime recycles connections before a server or proxy idle timeout
+// (wait_timeout, often 8 h; load balancers less) closes them under us.
+const connMaxLifetime = 3 * time.Minute
+
+// Store is a leaf_alloc store on one MySQL/MariaDB database. It is safe for
+// concurrent use.
+type Store struct {
+	db *sql.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database named by dsn, go-sql-driver/mysql's DSN
+// (user:pass@tcp(host:3306)/db?param=value), optionally prefixed with
+// "mysql://". It forces parseTime=true and clientFoundRows=true (so that an
+// UPDATE that matches a row counts it even when nothing changed) and, unless
+// the DSN sets time_zone, runs sessions in UTC so that update_time reads back
+// correctly. It checks that the server answers and, when migrate is true,
+// applies the embedded migrations, which adopt an existing Leaf table
+// unchanged. Errors: a malformed dsn, an unreachable server, or a failed
+// migration.
+func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
+	cfg, err := mysql.ParseDSN(strings.TrimPrefix(dsn, "mysql://"))
+	if err != nil {
+		// The driver's message may quote text next to the password.
+		return nil, errors.New("mysql: invalid DSN (want user:pass@tcp(host:3306)/db?param=value)")
+	}
+	cfg.ParseTime = true
+	cfg.ClientFoundRows = true
+	if _, ok := cfg.Params["time_zone"]; !ok && cfg.Loc == time.UTC {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["time_zone"] = "'+00:00'"
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetConnMaxLifetime(connMaxLifetime)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mysql: connect %s: %w", cfg.Addr, err)
+	}
+	if migrate {
+		if err := migrations.Up(ctx, db, "mysql"); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return &Store{db: db}, nil
+}
+
+// allocateAttempts bounds the retries when the guarded UPDATE matched no row
+// but the row read back admits the allocation (it changed in between).
+const allocateAttempts = 3
+
+// Allocate implements store.Store as Leaf does: UPDATE, then SELECT the row,
+// in one transaction. The UPDATE is guarded so that a refused allocation
+// leaves the row unchanged.
+func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
+	// GREATEST keeps the subtraction from overflowing (MySQL error 1690) when
+	// step is negative: MySQL does not promise to evaluate "step > 0" first.
+	query := `UPDATE leaf_alloc SET max_id = max_id + step
+		WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - GREATEST(step, 0)`
+	args := []any{tag}
+	if step > 0 {
+		query = `UPDATE leaf_alloc SET max_id = max_id + ?
+			WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - ?`
+		args = []any{step, tag, step}
+	}
+	for range allocateAttempts {
+		a, refused, err := s.allocate(ctx, tag, step, query, args)
+		if err != nil || refused == nil {
+			return a, err
+		}
+		if err := refused(); err != nil {
+			return store.Allocation{}, err
+		}
+	}
+	return store.Allocation{}, fmt.Errorf("allocate %q: row changed during %d attempts", tag, allocateAttempts)
+}
+
+// allocate runs one allocation transaction. When the UPDATE matched no row it
+// returns a non-nil refused that classifies the row read in the same
+// transaction (nil from refused means: retry).
+func (s *Store) allocate(ctx context.Context, tag string, step int64, query string, args []any) (a store.Allocation, refused func() error, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w", tag, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w", tag, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w", tag, err)
+	}
+	var maxID, rowStep int64
+	err = tx.QueryRowContext(ctx, `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&maxID, &rowStep)
+	if n == 0 {
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w", tag, err)
+		}
+		found := err == nil
+		return store.Allocation{}, func() error { return store.Refusal(tag, found, maxID, rowStep, step) }, nil
+	}
+	if err != nil {
+		// sql.ErrNoRows here would mean the row vanished under our lock.
+		return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w", tag, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w", tag, err)
+	}
+	a = store.Allocation{BizTag: tag, MaxID: maxID, Step: step, DBStep: rowStep}
+	if step <= 0 {
+		a.Step = rowStep
+	}
+	return a, nil, nil
+}
+
+// Tags implements store.Store, ordered by biz_tag.
+func (s *Store) Tags(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT biz_tag FROM leaf_alloc ORDER BY biz_tag`)
+	if err != nil {
+		return nil, fmt.Errorf("tags: %w", err)
+	}
+	defer rows.Close()
+	var tags []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, fmt.Errorf("tags: %w", err)
+		}
+		tags = append(tags, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tags: %w", err)
+	}
+	return tags, nil
+}
+
+// Rows implements store.Store.
+func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag`)
+	if err != nil {
+		return nil, fmt.Errorf("rows: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Row
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, fmt.Errorf("rows: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rows: %w", err)
+	}
+	return out, nil
+}
+
+// Create implements store.Store. An empty description is stored as NULL, as
+// Leaf's default.
+func (s *Store) Create(ctx context.Context, r store.Row) error {
+	if err := store.ValidateRow(r); err != nil {
+		return fmt.Errorf("create %q: %w", r.BizTag, err)
+	}
+	r.MaxID = max(r.MaxID, 1)
+	_, err := s.db.ExecContext(ctx,
+		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`,
+		r.BizTag, r.MaxID, r.Step, nullString(r.Description))
+	if err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == erDupEntry {
+			return fmt.Errorf("create %q: %w", r.BizTag, store.ErrTagExists)
+		}
+		return fmt.Errorf("create %q: %w", r.BizTag, err)
+	}
+	return nil
+}
+
+// Update sets the step (in IDs, 1..store.MaxStep) and the description of an
+// existing row; max_id is never touched. Errors: store.ErrBadStep,
+// store.ErrTagNotFound.
+func (s *Store) Update(ctx context.Context, tag string, step int64, description string) error {
+	if err := store.ValidateRow(store.Row{BizTag: tag, Step: step, Description: description}); err != nil {
+		return fmt.Errorf("update %q: %w", tag, err)
+	}
+	res, err := s.db.ExecContext(ctx,
+		`UPDATE leaf_alloc SET step = ?, description = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?`,
+		step, nullString(description), tag)
+	return affected("update", tag, res, err)
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(ctx context.Context, tag string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
+	return affected("delete", tag, res, err)
+}
+
+// Fence raises the row's max_id to at least minMaxID and never lowers it, so
+// that the next segment starts at or above minMaxID (`leafctl tag fence`,
+// after a restore or failover took the database back in time). It returns the
+// row afterwards; update_time changes only when max_id was raised. Errors:
+// store.ErrTagNotFound.
+func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ? AND max_id < ?`,
+		minMaxID, tag, minMaxID); err != nil {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
+	}
+	// A locking read sees the latest committed row, not the snapshot.
+	r, err := scanRow(tx.QueryRowContext(ctx,
+		`SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE`, tag))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, store.ErrTagNotFound)
+	}
+	if err != nil {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
+	}
+	return r, nil
+}
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Close implements store.Store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// affected maps an UPDATE or DELETE by biz_tag that matched no row to
+// store.ErrTagNotFound (clientFoundRows makes matched rows count).
+func affected(op, tag string, res sql.Result, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", op, tag, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", op, tag, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s %q: %w", op, tag, store.ErrTagNotFound)
+	}
+	return nil
+}
+
+func scanRow(sc interface{ Scan(...any) error }) (store.Row, error) {
+	var (
+		r    store.Row
+		desc sql.NullString
+	)
+	if err := sc.Scan(&r.BizTag, &r.MaxID, &r.Step, &desc, &r.UpdateTime); err != nil {
+		return store.Row{}, err
+	}
+	r.Description = desc.String
+	return r, nil
+}
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

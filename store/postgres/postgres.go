@@ -1,0 +1,228 @@
+// Package postgres is the leaf_alloc store on PostgreSQL, through a pgx/v5
+// connection pool. An allocation is one UPDATE … RETURNING round trip: the
+// row lock serialises concurrent servers, which get disjoint segments.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/leaf-go/leaf/migrations"
+	"github.com/leaf-go/leaf/store"
+)
+
+// uniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
+const uniqueViolation = "23505"
+
+// Store is a leaf_alloc store on one PostgreSQL database. It is safe for
+// concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the PostgreSQL database named by dsn (a postgres:// or
+// postgresql:// URL, or libpq key=value settings, as pgxpool.ParseConfig
+// takes; pool_max_conns and friends are honoured), checks that it answers
+// and, when migrate is true, applies the embedded migrations. Errors: a
+// malformed dsn, an unreachable server, or a failed migration.
+func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgconn redacts the password in ParseConfigError.
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	if migrate {
+		db := stdlib.OpenDBFromPool(pool)
+		err := migrations.Up(ctx, db, "postgres")
+		db.Close() // does not close the pool
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return &Store{pool: pool}, nil
+}
+
+// allocateAttempts bounds the retries when the guarded UPDATE matched no row
+// but the row read back admits the allocation (it changed in between).
+const allocateAttempts = 3
+
+// Allocate implements store.Store with one UPDATE … RETURNING round trip,
+// guarded so that a refused allocation leaves the row unchanged.
+func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
+	// GREATEST keeps the subtraction from overflowing when step is negative:
+	// PostgreSQL does not promise to evaluate "step > 0" first.
+	query := `UPDATE leaf_alloc SET max_id = max_id + step, update_time = now()
+		WHERE biz_tag = $1 AND step > 0 AND max_id <= 9223372036854775807 - GREATEST(step, 0)
+		RETURNING max_id, step`
+	args := []any{tag}
+	if step > 0 {
+		query = `UPDATE leaf_alloc SET max_id = max_id + $2::bigint, update_time = now()
+			WHERE biz_tag = $1 AND step > 0 AND max_id <= 9223372036854775807 - $2::bigint
+			RETURNING max_id, step`
+		args = append(args, step)
+	}
+	for range allocateAttempts {
+		var a store.Allocation
+		err := s.pool.QueryRow(ctx, query, args...).Scan(&a.MaxID, &a.DBStep)
+		if err == nil {
+			a.BizTag, a.Step = tag, step
+			if step <= 0 {
+				a.Step = a.DBStep
+			}
+			return a, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return store.Allocation{}, fmt.Errorf("allocate %q: %w", tag, err)
+		}
+		var maxID, rowStep int64
+		err = s.pool.QueryRow(ctx, `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = $1`, tag).Scan(&maxID, &rowStep)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return store.Allocation{}, fmt.Errorf("allocate %q: %w", tag, err)
+		}
+		if err := store.Refusal(tag, err == nil, maxID, rowStep, step); err != nil {
+			return store.Allocation{}, err
+		}
+	}
+	return store.Allocation{}, fmt.Errorf("allocate %q: row changed during %d attempts", tag, allocateAttempts)
+}
+
+// Tags implements store.Store, ordered by biz_tag.
+func (s *Store) Tags(ctx context.Context) ([]string, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT biz_tag FROM leaf_alloc ORDER BY biz_tag`)
+	tags, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("tags: %w", err)
+	}
+	return tags, nil
+}
+
+// Rows implements store.Store.
+func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag`)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Row, error) { return scanRow(r) })
+	if err != nil {
+		return nil, fmt.Errorf("rows: %w", err)
+	}
+	return out, nil
+}
+
+// Create implements store.Store. An empty description is stored as NULL, as
+// Leaf's default.
+func (s *Store) Create(ctx context.Context, r store.Row) error {
+	if err := store.ValidateRow(r); err != nil {
+		return fmt.Errorf("create %q: %w", r.BizTag, err)
+	}
+	r.MaxID = max(r.MaxID, 1)
+	_, err := s.pool.Exec(ctx,
+		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES ($1, $2, $3, $4, now())`,
+		r.BizTag, r.MaxID, r.Step, nullString(r.Description))
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == uniqueViolation {
+			return fmt.Errorf("create %q: %w", r.BizTag, store.ErrTagExists)
+		}
+		return fmt.Errorf("create %q: %w", r.BizTag, err)
+	}
+	return nil
+}
+
+// Update sets the step (in IDs, 1..store.MaxStep) and the description of an
+// existing row; max_id is never touched. Errors: store.ErrBadStep,
+// store.ErrTagNotFound.
+func (s *Store) Update(ctx context.Context, tag string, step int64, description string) error {
+	if err := store.ValidateRow(store.Row{BizTag: tag, Step: step, Description: description}); err != nil {
+		return fmt.Errorf("update %q: %w", tag, err)
+	}
+	ct, err := s.pool.Exec(ctx,
+		`UPDATE leaf_alloc SET step = $2, description = $3, update_time = now() WHERE biz_tag = $1`,
+		tag, step, nullString(description))
+	return affected("update", tag, ct, err)
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(ctx context.Context, tag string) error {
+	ct, err := s.pool.Exec(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = $1`, tag)
+	return affected("delete", tag, ct, err)
+}
+
+// Fence raises the row's max_id to at least minMaxID and never lowers it, so
+// that the next segment starts at or above minMaxID (`leafctl tag fence`,
+// after a restore or failover took the database back in time). It returns the
+// row afterwards; update_time changes only when max_id was raised. Errors:
+// store.ErrTagNotFound.
+func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error) {
+	// One statement that always takes the row lock, so the row returned is
+	// the latest one even when a concurrent allocation raced the fence.
+	r, err := scanRow(s.pool.QueryRow(ctx, `
+		UPDATE leaf_alloc SET max_id = GREATEST(max_id, $2::bigint),
+			update_time = CASE WHEN max_id < $2::bigint THEN now() ELSE update_time END
+		WHERE biz_tag = $1
+		RETURNING biz_tag, max_id, step, description, update_time`, tag, minMaxID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, store.ErrTagNotFound)
+	}
+	if err != nil {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
+	}
+	return r, nil
+}
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// Close implements store.Store; it waits for acquired connections to be
+// released.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// affected maps an UPDATE or DELETE by biz_tag that changed no row to
+// store.ErrTagNotFound.
+func affected(op, tag string, ct pgconn.CommandTag, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", op, tag, err)
+	}
+	if ct.RowsAffected() == 0 {
+		return fmt.Errorf("%s %q: %w", op, tag, store.ErrTagNotFound)
+	}
+	return nil
+}
+
+func scanRow(row pgx.Row) (store.Row, error) {
+	var (
+		r    store.Row
+		desc *string
+	)
+	if err := row.Scan(&r.BizTag, &r.MaxID, &r.Step, &desc, &r.UpdateTime); err != nil {
+		return store.Row{}, err
+	}
+	if desc != nil {
+		r.Description = *desc
+	}
+	return r, nil
+}
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,296 @@
+// Package sqlite is the leaf_alloc store on an embedded SQLite database
+// (modernc.org/sqlite: pure Go, no cgo), leaf-go's zero-setup default.
+//
+// All work goes through one connection, so the process has a single writer
+// and allocations are serialised in the process; other processes on the same
+// file (leafctl, a second server) are serialised by SQLite's file lock, with
+// BEGIN IMMEDIATE transactions and a busy timeout of BusyTimeout. The
+// database runs in WAL mode with synchronous=FULL: an allocation is on disk
+// before it is handed out, so a power cut cannot make the service repeat IDs.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/leaf-go/leaf/migrations"
+	"github.com/leaf-go/leaf/store"
+)
+
+// BusyTimeout is how long a statement waits for another process's write lock
+// on the database file before failing with SQLITE_BUSY.
+const BusyTimeout = 5 * time.Second
+
+// Memory is the path of a private in-memory database. It lives as long as the
+// Store's single connection; use it in tests only.
+const Memory = ":memory:"
+
+// now is the SQL expression for update_time: UTC with milliseconds, the
+// format the migration's DEFAULT uses.
+const now = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
+
+// timeLayout parses update_time when the driver hands it over as text.
+const timeLayout = "2006-01-02 15:04:05.999999999"
+
+// Store is a leaf_alloc store on one SQLite file. It is safe for concurrent
+// use.
+type Store struct {
+	db *sql.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating it and its parent directory if needed) the SQLite
+// database at path and, when migrate is true, applies the embedded migrations.
+// path is a file path, optionally prefixed with "sqlite:", or Memory; it must
+// not contain '?' (the driver would read it as parameters). Errors: a bad
+// path, the directory or file cannot be created, or a migration failed.
+func Open(ctx context.Context, path string, migrate bool) (*Store, error) {
+	path = strings.TrimPrefix(path, "sqlite:")
+	if path == "" {
+		return nil, errors.New("sqlite: empty path")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("sqlite: path %q must not contain '?' or '#'", path)
+	}
+	if path != Memory {
+		if dir := filepath.Dir(path); dir != "" {
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				return nil, fmt.Errorf("sqlite: %w", err)
+			}
+		}
+	}
+	q := fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
+		BusyTimeout.Milliseconds())
+	db, err := sql.Open("sqlite", path+q)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	// One connection: a single writer in the process, and a :memory:
+	// database that is the same database for every statement.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	s := &Store{db: db}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	if migrate {
+		if err := migrations.Up(ctx, db, "sqlite"); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// allocateAttempts bounds the retries when the guarded UPDATE matched no row
+// but the row read back admits the allocation (it changed in between).
+const allocateAttempts = 3
+
+// Allocate implements store.Store with one UPDATE … RETURNING statement,
+// guarded so that a refused allocation leaves the row unchanged.
+func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
+	query := `UPDATE leaf_alloc SET max_id = max_id + step, update_time = ` + now + `
+		WHERE biz_tag = ?1 AND step > 0 AND max_id <= 9223372036854775807 - max(step, 0)
+		RETURNING max_id, step`
+	args := []any{tag}
+	if step > 0 {
+		query = `UPDATE leaf_alloc SET max_id = max_id + ?2, update_time = ` + now + `
+			WHERE biz_tag = ?1 AND step > 0 AND max_id <= 9223372036854775807 - ?2
+			RETURNING max_id, step`
+		args = append(args, step)
+	}
+	for range allocateAttempts {
+		var a store.Allocation
+		err := s.db.QueryRowContext(ctx, query, args...).Scan(&a.MaxID, &a.DBStep)
+		if err == nil {
+			a.BizTag, a.Step = tag, step
+			if step <= 0 {
+				a.Step = a.DBStep
+			}
+			return a, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return store.Allocation{}, fmt.Errorf("allocate %q: %w", tag, err)
+		}
+		var maxID, rowStep int64
+		err = s.db.QueryRowContext(ctx, `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&maxID, &rowStep)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return store.Allocation{}, fmt.Errorf("allocate %q: %w", tag, err)
+		}
+		if err := store.Refusal(tag, err == nil, maxID, rowStep, step); err != nil {
+			return store.Allocation{}, err
+		}
+	}
+	return store.Allocation{}, fmt.Errorf("allocate %q: row changed during %d attempts", tag, allocateAttempts)
+}
+
+// Tags implements store.Store, ordered by biz_tag.
+func (s *Store) Tags(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT biz_tag FROM leaf_alloc ORDER BY biz_tag`)
+	if err != nil {
+		return nil, fmt.Errorf("tags: %w", err)
+	}
+	defer rows.Close()
+	var tags []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, fmt.Errorf("tags: %w", err)
+		}
+		tags = append(tags, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tags: %w", err)
+	}
+	return tags, nil
+}
+
+// Rows implements store.Store.
+func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag`)
+	if err != nil {
+		return nil, fmt.Errorf("rows: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Row
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, fmt.Errorf("rows: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rows: %w", err)
+	}
+	return out, nil
+}
+
+// Create implements store.Store. An empty description is stored as NULL, as
+// Leaf's default.
+func (s *Store) Create(ctx context.Context, r store.Row) error {
+	if err := store.ValidateRow(r); err != nil {
+		return fmt.Errorf("create %q: %w", r.BizTag, err)
+	}
+	r.MaxID = max(r.MaxID, 1)
+	_, err := s.db.ExecContext(ctx,
+		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, `+now+`)`,
+		r.BizTag, r.MaxID, r.Step, nullString(r.Description))
+	if err != nil {
+		var se *sqlite.Error
+		if errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE) {
+			return fmt.Errorf("create %q: %w", r.BizTag, store.ErrTagExists)
+		}
+		return fmt.Errorf("create %q: %w", r.BizTag, err)
+	}
+	return nil
+}
+
+// Update sets the step (in IDs, 1..store.MaxStep) and the description of an
+// existing row; max_id is never touched. Errors: store.ErrBadStep,
+// store.ErrTagNotFound.
+func (s *Store) Update(ctx context.Context, tag string, step int64, description string) error {
+	if err := store.ValidateRow(store.Row{BizTag: tag, Step: step, Description: description}); err != nil {
+		return fmt.Errorf("update %q: %w", tag, err)
+	}
+	res, err := s.db.ExecContext(ctx,
+		`UPDATE leaf_alloc SET step = ?, description = ?, update_time = `+now+` WHERE biz_tag = ?`,
+		step, nullString(description), tag)
+	return affected("update", tag, res, err)
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(ctx context.Context, tag string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
+	return affected("delete", tag, res, err)
+}
+
+// Fence raises the row's max_id to at least minMaxID and never lowers it, so
+// that the next segment starts at or above minMaxID (`leafctl tag fence`,
+// after a restore or failover took the database back in time). It returns the
+// row afterwards; update_time changes only when max_id was raised. Errors:
+// store.ErrTagNotFound.
+func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE leaf_alloc SET max_id = ?1, update_time = `+now+` WHERE biz_tag = ?2 AND max_id < ?1`,
+		minMaxID, tag); err != nil {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
+	}
+	r, err := scanRow(tx.QueryRowContext(ctx,
+		`SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc WHERE biz_tag = ?`, tag))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, store.ErrTagNotFound)
+	}
+	if err != nil {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
+	}
+	return r, nil
+}
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Close implements store.Store. A Memory database is gone afterwards.
+func (s *Store) Close() error { return s.db.Close() }
+
+// affected maps an UPDATE or DELETE by biz_tag that changed no row to
+// store.ErrTagNotFound.
+func affected(op, tag string, res sql.Result, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", op, tag, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", op, tag, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s %q: %w", op, tag, store.ErrTagNotFound)
+	}
+	return nil
+}
+
+func scanRow(sc interface{ Scan(...any) error }) (store.Row, error) {
+	var (
+		r    store.Row
+		desc sql.NullString
+		ut   any
+	)
+	if err := sc.Scan(&r.BizTag, &r.MaxID, &r.Step, &desc, &ut); err != nil {
+		return store.Row{}, err
+	}
+	r.Description = desc.String
+	switch v := ut.(type) {
+	case time.Time:
+		r.UpdateTime = v.UTC()
+	case string:
+		t, err := time.Parse(timeLayout, v)
+		if err != nil {
+			return store.Row{}, fmt.Errorf("update_time %q: %w", v, err)
+		}
+		r.UpdateTime = t
+	}
+	return r, nil
+}
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

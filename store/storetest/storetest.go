@@ -1,0 +1,468 @@
+// Package storetest is the conformance suite every leaf_alloc store passes:
+// the same cases run on SQLite, PostgreSQL and MySQL/MariaDB, so that the
+// dialects cannot drift apart in the rules that keep IDs unique.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-go/leaf/store"
+)
+
+// Admin is the part of a store beyond store.Store that the admin API and
+// leafctl use; every dialect's *Store implements it.
+type Admin interface {
+	store.Store
+	// Update sets step and description of an existing row.
+	Update(ctx context.Context, tag string, step int64, description string) error
+	// Fence raises max_id to at least minMaxID and returns the row.
+	Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error)
+}
+
+// ExecSQL is implemented, in test builds only (export_test.go), by stores that
+// let the suite write rows Create refuses, such as a non-positive step. The
+// query has no parameters; the suite quotes its own literals.
+type ExecSQL interface {
+	ExecSQL(ctx context.Context, query string) error
+}
+
+// Run runs the suite. open must return a store on a fresh, migrated, empty
+// database (one per call) and close it in t.Cleanup; Run calls it once per
+// subtest, and the subtests run in parallel.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s Admin)
+	}{
+		{"FirstAllocation", testFirstAllocation},
+		{"ConcurrentAllocationsDisjoint", testConcurrent},
+		{"UnknownTag", testUnknownTag},
+		{"Overflow", testOverflow},
+		{"BadStep", testBadStep},
+		{"CustomStep", testCustomStep},
+		{"TagsAndRows", testTagsAndRows},
+		{"Create", testCreate},
+		{"Delete", testDelete},
+		{"Update", testUpdate},
+		{"Fence", testFence},
+		{"CancelledContext", testCancelled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			a, ok := s.(Admin)
+			if !ok {
+				t.Fatalf("%T does not implement storetest.Admin (Update, Fence)", s)
+			}
+			tt.run(t, a)
+		})
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func create(t *testing.T, s store.Store, r store.Row) {
+	t.Helper()
+	if err := s.Create(ctxT(t), r); err != nil {
+		t.Fatalf("Create(%+v) = %v, want nil", r, err)
+	}
+}
+
+// row reads one row back through Rows.
+func row(t *testing.T, s store.Store, tag string) store.Row {
+	t.Helper()
+	rows, err := s.Rows(ctxT(t))
+	if err != nil {
+		t.Fatalf("Rows() = %v", err)
+	}
+	for _, r := range rows {
+		if r.BizTag == tag {
+			return r
+		}
+	}
+	t.Fatalf("Rows() has no row %q", tag)
+	return store.Row{}
+}
+
+func testFirstAllocation(t *testing.T, s Admin) {
+	ctx := ctxT(t)
+	create(t, s, store.Row{BizTag: "leaf-segment-test", MaxID: 1, Step: 2000, Description: "Test leaf Segment Mode Get Id"})
+	tests := []struct {
+		give store.Allocation
+		want store.Allocation
+	}{
+		{want: store.Allocation{BizTag: "leaf-segment-test", MaxID: 2001, Step: 2000, DBStep: 2000}},
+		{want: store.Allocation{BizTag: "leaf-segment-test", MaxID: 4001, Step: 2000, DBStep: 2000}},
+	}
+	for i, tt := range tests {
+		got, err := s.Allocate(ctx, "leaf-segment-test", 0)
+		if err != nil || got != tt.want {
+			t.Fatalf("allocation %d: Allocate(%q, 0) = %+v, %v, want %+v, nil", i, "leaf-segment-test", got, err, tt.want)
+		}
+	}
+	if got := (store.Allocation{MaxID: 2001, Step: 2000}).Start(); got != 1 {
+		t.Errorf("Start() = %d, want 1 (the first ID of a fresh row)", got)
+	}
+	if got := row(t, s, "leaf-segment-test").MaxID; got != 4001 {
+		t.Errorf("max_id after two allocations = %d, want 4001", got)
+	}
+}
+
+// testConcurrent has 16 allocators take 50 segments each, half of them with a
+// custom step, and checks that the segments tile [1, max_id) exactly.
+func testConcurrent(t *testing.T, s Admin) {
+	const (
+		workers = 16
+		each    = 50
+		step    = 10
+	)
+	ctx := ctxT(t)
+	create(t, s, store.Row{BizTag: "concurrent", Step: step})
+	var (
+		mu     sync.Mutex // guards ranges and errs
+		ranges []store.Allocation
+		errs   []error
+		wg     sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				custom := int64(0)
+				if (w+i)%2 == 1 {
+					custom = int64(1 + (w*each+i)%7)
+				}
+				a, err := s.Allocate(ctx, "concurrent", custom)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					ranges = append(ranges, a)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("Allocate(%q) failed %d times, first: %v", "concurrent", len(errs), errs[0])
+	}
+	slices.SortFunc(ranges, func(a, b store.Allocation) int { return cmpInt(a.Start(), b.Start()) })
+	next := int64(1)
+	var total int64
+	for _, a := range ranges {
+		if a.Start() != next {
+			t.Fatalf("segment [%d, %d) follows %d: overlap or gap", a.Start(), a.MaxID, next)
+		}
+		if a.DBStep != step {
+			t.Errorf("Allocate(%q) DBStep = %d, want %d", "concurrent", a.DBStep, step)
+		}
+		next = a.MaxID
+		total += a.Step
+	}
+	if got, want := row(t, s, "concurrent").MaxID, 1+total; got != want {
+		t.Errorf("final max_id = %d, want 1 + %d = %d", got, total, want)
+	}
+	if len(ranges) != workers*each {
+		t.Errorf("got %d segments, want %d", len(ranges), workers*each)
+	}
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func testUnknownTag(t *testing.T, s Admin) {
+	ctx := ctxT(t)
+	create(t, s, store.Row{BizTag: "known", Step: 100})
+	tests := []struct {
+		name string
+		give func() error
+	}{
+		{"Allocate", func() error { _, err := s.Allocate(ctx, "unknown", 0); return err }},
+		{"AllocateCustom", func() error { _, err := s.Allocate(ctx, "unknown", 500); return err }},
+		{"Update", func() error { return s.Update(ctx, "unknown", 100, "") }},
+		{"Delete", func() error { return s.Delete(ctx, "unknown") }},
+		{"Fence", func() error { _, err := s.Fence(ctx, "unknown", 100); return err }},
+	}
+	for _, tt := range tests {
+		if err := tt.give(); !errors.Is(err, store.ErrTagNotFound) {
+			t.Errorf("%s(%q) = %v, want %v", tt.name, "unknown", err, store.ErrTagNotFound)
+		}
+	}
+}
+
+func testOverflow(t *testing.T, s Admin) {
+	ctx := ctxT(t)
+	const tag = "near-max"
+	create(t, s, store.Row{BizTag: tag, MaxID: math.MaxInt64 - 10, Step: 2000})
+	before := row(t, s, tag)
+	tests := []struct {
+		give    int64 // step argument
+		wantErr error
+		wantMax int64
+	}{
+		{give: 0, wantErr: store.ErrOverflow, wantMax: math.MaxInt64 - 10},
+		{give: 11, wantErr: store.ErrOverflow, wantMax: math.MaxInt64 - 10},
+		{give: math.MaxInt64, wantErr: store.ErrOverflow, wantMax: math.MaxInt64 - 10},
+		{give: 10, wantMax: math.MaxInt64}, // exactly reaches the maximum
+		{give: 1, wantErr: store.ErrOverflow, wantMax: math.MaxInt64},
+		{give: 0, wantErr: store.ErrOverflow, wantMax: math.MaxInt64},
+	}
+	for _, tt := range tests {
+		got, err := s.Allocate(ctx, tag, tt.give)
+		if !errors.Is(err, tt.wantErr) {
+			t.Fatalf("Allocate(%q, %d) = %+v, %v, want %v", tag, tt.give, got, err, tt.wantErr)
+		}
+		if err != nil && !containsQuoted(err, tag) {
+			t.Errorf("Allocate(%q, %d) error %q does not name the tag", tag, tt.give, err)
+		}
+		after := row(t, s, tag)
+		if after.MaxID != tt.wantMax || after.Step != before.Step {
+			t.Errorf("after Allocate(%q, %d): row = %+v, want max_id %d step %d", tag, tt.give, after, tt.wantMax, before.Step)
+		}
+		if tt.wantErr != nil && !after.UpdateTime.Equal(before.UpdateTime) && after.MaxID == before.MaxID {
+			t.Errorf("after refused Allocate(%q, %d): update_time %v, want unchanged %v", tag, tt.give, after.UpdateTime, before.UpdateTime)
+		}
+		before = after
+	}
+}
+
+func containsQuoted(err error, tag string) bool {
+	return err != nil && strings.Contains(err.Error(), fmt.Sprintf("%q", tag))
+}
+
+func testBadStep(t *testing.T, s Admin) {
+	ex, ok := s.(ExecSQL)
+	if !ok {
+		t.Skipf("%T has no ExecSQL test hook (export_test.go); cannot write a non-positive step", s)
+	}
+	ctx := ctxT(t)
+	tests := []struct {
+		give     string // tag
+		giveStep int64  // row step written by raw SQL
+		giveArg  int64  // step argument to Allocate
+	}{
+		{"zero", 0, 0},
+		{"negative", -5, 0},
+		{"zero-custom", 0, 100},
+		{"negative-custom", -5, 100},
+	}
+	for _, tt := range tests {
+		create(t, s, store.Row{BizTag: tt.give, MaxID: 42, Step: 1})
+		if err := ex.ExecSQL(ctx, fmt.Sprintf("UPDATE leaf_alloc SET step = %d WHERE biz_tag = '%s'", tt.giveStep, tt.give)); err != nil {
+			t.Fatalf("ExecSQL: %v", err)
+		}
+		before := row(t, s, tt.give)
+		got, err := s.Allocate(ctx, tt.give, tt.giveArg)
+		if !errors.Is(err, store.ErrBadStep) {
+			t.Errorf("Allocate(%q, %d) with row step %d = %+v, %v, want %v", tt.give, tt.giveArg, tt.giveStep, got, err, store.ErrBadStep)
+		}
+		if after := row(t, s, tt.give); after != before {
+			t.Errorf("after refused Allocate(%q, %d): row = %+v, want unchanged %+v", tt.give, tt.giveArg, after, before)
+		}
+	}
+}
+
+func testCustomStep(t *testing.T, s Admin) {
+	ctx := ctxT(t)
+	create(t, s, store.Row{BizTag: "custom", Step: 2000})
+	tests := []struct {
+		give int64
+		want store.Allocation
+	}{
+		{give: 5000, want: store.Allocation{BizTag: "custom", MaxID: 5001, Step: 5000, DBStep: 2000}},
+		{give: 0, want: store.Allocation{BizTag: "custom", MaxID: 7001, Step: 2000, DBStep: 2000}},
+		{give: -3, want: store.Allocation{BizTag: "custom", MaxID: 9001, Step: 2000, DBStep: 2000}},
+		{give: 1, want: store.Allocation{BizTag: "custom", MaxID: 9002, Step: 1, DBStep: 2000}},
+		{give: 4_000_000_000, want: store.Allocation{BizTag: "custom", MaxID: 4_000_009_002, Step: 4_000_000_000, DBStep: 2000}},
+	}
+	for _, tt := range tests {
+		got, err := s.Allocate(ctx, "custom", tt.give)
+		if err != nil || got != tt.want {
+			t.Errorf("Allocate(%q, %d) = %+v, %v, want %+v, nil", "custom", tt.give, got, err, tt.want)
+		}
+	}
+}
+
+func testTagsAndRows(t *testing.T, s Admin) {
+	ctx := ctxT(t)
+	tags, err := s.Tags(ctx)
+	if err != nil || len(tags) != 0 {
+		t.Fatalf("Tags() on an empty table = %q, %v, want [], nil", tags, err)
+	}
+	start := time.Now()
+	want := []store.Row{
+		{BizTag: "a-order", MaxID: 1, Step: 1000, Description: "orders"},
+		{BizTag: "b-user", MaxID: 500, Step: 10},
+		{BizTag: "c-短链", MaxID: 7, Step: 3, Description: "short links, 短链"},
+	}
+	for _, r := range []store.Row{want[2], want[0], want[1]} {
+		create(t, s, r)
+	}
+	tags, err = s.Tags(ctx)
+	if wantTags := []string{"a-order", "b-user", "c-短链"}; err != nil || !slices.Equal(tags, wantTags) {
+		t.Errorf("Tags() = %q, %v, want %q, nil", tags, err, wantTags)
+	}
+	rows, err := s.Rows(ctx)
+	if err != nil || len(rows) != len(want) {
+		t.Fatalf("Rows() = %+v, %v, want %d rows", rows, err, len(want))
+	}
+	for i, got := range rows {
+		if d := got.UpdateTime.Sub(start); d < -5*time.Minute || d > 5*time.Minute {
+			t.Errorf("Rows()[%d].UpdateTime = %v, want about %v (time zone handling?)", i, got.UpdateTime, start)
+		}
+		got.UpdateTime = time.Time{}
+		if got != want[i] {
+			t.Errorf("Rows()[%d] = %+v, want %+v", i, got, want[i])
+		}
+	}
+}
+
+func testCreate(t *testing.T, s Admin) {
+	ctx := ctxT(t)
+	create(t, s, store.Row{BizTag: "dup", Step: 5})
+	tests := []struct {
+		name string
+		give store.Row
+		want error
+	}{
+		{"duplicate", store.Row{BizTag: "dup", Step: 7}, store.ErrTagExists},
+		{"zero step", store.Row{BizTag: "z", Step: 0}, store.ErrBadStep},
+		{"negative step", store.Row{BizTag: "n", Step: -1}, store.ErrBadStep},
+		{"step beyond int(11)", store.Row{BizTag: "big", Step: math.MaxInt32 + 1}, store.ErrBadStep},
+	}
+	for _, tt := range tests {
+		if err := s.Create(ctx, tt.give); !errors.Is(err, tt.want) {
+			t.Errorf("%s: Create(%+v) = %v, want %v", tt.name, tt.give, err, tt.want)
+		}
+	}
+	if got := row(t, s, "dup").Step; got != 5 {
+		t.Errorf("after duplicate Create, step = %d, want 5 (unchanged)", got)
+	}
+	for _, give := range []store.Row{{BizTag: "", Step: 1}, {BizTag: string(make([]byte, store.MaxTagLen+1)), Step: 1}} {
+		if err := s.Create(ctx, give); err == nil {
+			t.Errorf("Create(tag of %d bytes) = nil, want an error", len(give.BizTag))
+		}
+	}
+	create(t, s, store.Row{BizTag: "zero-max", MaxID: 0, Step: 3})
+	if got := row(t, s, "zero-max").MaxID; got != 1 {
+		t.Errorf("Create(MaxID 0) stored max_id %d, want 1", got)
+	}
+	create(t, s, store.Row{BizTag: "max-step", Step: math.MaxInt32})
+	if a, err := s.Allocate(ctx, "max-step", 0); err != nil || a.Step != math.MaxInt32 {
+		t.Errorf("Allocate(%q, 0) = %+v, %v, want step %d", "max-step", a, err, math.MaxInt32)
+	}
+}
+
+func testDelete(t *testing.T, s Admin) {
+	ctx := ctxT(t)
+	create(t, s, store.Row{BizTag: "gone", Step: 5})
+	if err := s.Delete(ctx, "gone"); err != nil {
+		t.Fatalf("Delete(%q) = %v, want nil", "gone", err)
+	}
+	if err := s.Delete(ctx, "gone"); !errors.Is(err, store.ErrTagNotFound) {
+		t.Errorf("second Delete(%q) = %v, want %v", "gone", err, store.ErrTagNotFound)
+	}
+	if _, err := s.Allocate(ctx, "gone", 0); !errors.Is(err, store.ErrTagNotFound) {
+		t.Errorf("Allocate(%q) after Delete = %v, want %v", "gone", err, store.ErrTagNotFound)
+	}
+	if tags, err := s.Tags(ctx); err != nil || len(tags) != 0 {
+		t.Errorf("Tags() after Delete = %q, %v, want [], nil", tags, err)
+	}
+}
+
+func testUpdate(t *testing.T, s Admin) {
+	ctx := ctxT(t)
+	create(t, s, store.Row{BizTag: "upd", Step: 5, Description: "old"})
+	if _, err := s.Allocate(ctx, "upd", 0); err != nil {
+		t.Fatalf("Allocate(%q) = %v", "upd", err)
+	}
+	tests := []struct {
+		giveStep int64
+		giveDesc string
+		wantErr  error
+		want     store.Row
+	}{
+		{giveStep: 50, giveDesc: "new", want: store.Row{BizTag: "upd", MaxID: 6, Step: 50, Description: "new"}},
+		{giveStep: 50, giveDesc: "new", want: store.Row{BizTag: "upd", MaxID: 6, Step: 50, Description: "new"}}, // unchanged values still match the row
+		{giveStep: 7, giveDesc: "", want: store.Row{BizTag: "upd", MaxID: 6, Step: 7}},
+		{giveStep: 0, giveDesc: "x", wantErr: store.ErrBadStep, want: store.Row{BizTag: "upd", MaxID: 6, Step: 7}},
+		{giveStep: -1, giveDesc: "x", wantErr: store.ErrBadStep, want: store.Row{BizTag: "upd", MaxID: 6, Step: 7}},
+	}
+	for _, tt := range tests {
+		err := s.Update(ctx, "upd", tt.giveStep, tt.giveDesc)
+		if !errors.Is(err, tt.wantErr) {
+			t.Errorf("Update(%q, %d, %q) = %v, want %v", "upd", tt.giveStep, tt.giveDesc, err, tt.wantErr)
+		}
+		got := row(t, s, "upd")
+		got.UpdateTime = time.Time{}
+		if got != tt.want {
+			t.Errorf("after Update(%q, %d, %q): row = %+v, want %+v", "upd", tt.giveStep, tt.giveDesc, got, tt.want)
+		}
+	}
+	if a, err := s.Allocate(ctx, "upd", 0); err != nil || a.Step != 7 || a.DBStep != 7 || a.MaxID != 13 {
+		t.Errorf("Allocate(%q) after Update = %+v, %v, want step 7, max_id 13", "upd", a, err)
+	}
+}
+
+func testFence(t *testing.T, s Admin) {
+	ctx := ctxT(t)
+	create(t, s, store.Row{BizTag: "fence", MaxID: 1000, Step: 10})
+	tests := []struct {
+		give int64
+		want int64
+	}{
+		{give: 5000, want: 5000},
+		{give: 4000, want: 5000}, // never lowers
+		{give: 5000, want: 5000},
+		{give: -1, want: 5000},
+		{give: math.MaxInt64, want: math.MaxInt64},
+	}
+	for _, tt := range tests {
+		got, err := s.Fence(ctx, "fence", tt.give)
+		if err != nil || got.MaxID != tt.want || got.BizTag != "fence" || got.Step != 10 {
+			t.Errorf("Fence(%q, %d) = %+v, %v, want max_id %d", "fence", tt.give, got, err, tt.want)
+		}
+		if r := row(t, s, "fence"); r.MaxID != tt.want {
+			t.Errorf("after Fence(%q, %d): max_id = %d, want %d", "fence", tt.give, r.MaxID, tt.want)
+		}
+	}
+	create(t, s, store.Row{BizTag: "fence2", MaxID: 1, Step: 10})
+	if _, err := s.Fence(ctx, "fence2", 5000); err != nil {
+		t.Fatalf("Fence(%q, 5000) = %v", "fence2", err)
+	}
+	if a, err := s.Allocate(ctx, "fence2", 0); err != nil || a.Start() != 5000 {
+		t.Errorf("Allocate(%q) after Fence(5000) = %+v, %v, want the segment [5000, 5010)", "fence2", a, err)
+	}
+}
+
+func testCancelled(t *testing.T, s Admin) {
+	create(t, s, store.Row{BizTag: "c", Step: 5})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Allocate(ctx, "c", 0); err == nil || errors.Is(err, store.ErrTagNotFound) {
+		t.Errorf("Allocate(cancelled ctx) = %v, want a context error", err)
+	}
+	if got := row(t, s, "c").MaxID; got != 1 {
+		t.Errorf("max_id after cancelled Allocate = %d, want 1", got)
+	}
+}

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"fmt"
+	"math"
+	"unicode/utf8"
+)
+
+// Limits of a leaf_alloc row, from Leaf's MySQL schema.
+const (
+	// MaxTagLen is the longest biz_tag, in characters (varchar(128)).
+	MaxTagLen = 128
+	// MaxDescriptionLen is the longest description, in characters
+	// (varchar(256)).
+	MaxDescriptionLen = 256
+	// MaxStep is the largest step the step column holds (int(11), a signed
+	// 32-bit integer), in IDs.
+	MaxStep = math.MaxInt32
+)
+
+// ValidateRow checks the fields Create and Update write: a biz_tag of 1 to
+// MaxTagLen characters of valid UTF-8, a step in [1, MaxStep] (ErrBadStep
+// otherwise) and a description of at most MaxDescriptionLen characters. MaxID
+// is not checked; Create treats values below 1 as 1.
+func ValidateRow(r Row) error {
+	if err := ValidateTag(r.BizTag); err != nil {
+		return err
+	}
+	if r.Step < 1 || r.Step > MaxStep {
+		return fmt.Errorf("%w: %d is outside [1, %d]", ErrBadStep, r.Step, MaxStep)
+	}
+	if !utf8.ValidString(r.Description) || utf8.RuneCountInString(r.Description) > MaxDescriptionLen {
+		return fmt.Errorf("store: description must be valid UTF-8 of at most %d characters", MaxDescriptionLen)
+	}
+	return nil
+}
+
+// ValidateTag checks that tag is 1 to MaxTagLen characters of valid UTF-8,
+// what the biz_tag column holds.
+func ValidateTag(tag string) error {
+	if tag == "" || !utf8.ValidString(tag) || utf8.RuneCountInString(tag) > MaxTagLen {
+		return fmt.Errorf("store: biz tag must be 1 to %d characters of UTF-8", MaxTagLen)
+	}
+	return nil
+}
+
+// MaxAllowedID is the largest value max_id may reach, math.MaxInt64. The
+// allocation UPDATE refuses (ErrOverflow) a step that would pass it.
+const MaxAllowedID = math.MaxInt64
+
+// Refusal explains an allocation whose guarded UPDATE changed no row, from the
+// row read back afterwards: exists reports whether a row was found, maxID and
+// rowStep are its max_id and step, and step is the caller's step argument
+// (<= 0 means the row's own). It returns, wrapped with the tag,
+// ErrTagNotFound when there is no row, ErrBadStep when the row's step is not
+// positive, ErrOverflow when max_id + step would pass MaxAllowedID, and nil
+// when the row now admits the allocation (it changed in between; the caller
+// may retry). Shared by the dialects so that they classify identically.
+func Refusal(tag string, exists bool, maxID, rowStep, step int64) error {
+	switch {
+	case !exists:
+		return fmt.Errorf("allocate %q: %w", tag, ErrTagNotFound)
+	case rowStep <= 0:
+		return fmt.Errorf("allocate %q: %w: row step is %d", tag, ErrBadStep, rowStep)
+	}
+	if step <= 0 {
+		step = rowStep
+	}
+	if maxID > MaxAllowedID-step {
+		return fmt.Errorf("allocate %q: %w: max_id %d + step %d", tag, ErrOverflow, maxID, step)
+	}
+	return nil
+}
