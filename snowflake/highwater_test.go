@@ -1,0 +1,167 @@
+package snowflake_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-go/leaf/internal/clocktest"
+	"github.com/leaf-go/leaf/snowflake"
+)
+
+// failingHighWater fails Load or Store with the given errors.
+type failingHighWater struct {
+	loadErr, storeErr error
+}
+
+func (f *failingHighWater) Load(context.Context) (time.Time, error) { return time.Time{}, f.loadErr }
+func (f *failingHighWater) Store(context.Context, time.Time) error  { return f.storeErr }
+
+// recordingHighWater keeps marks in memory and records every Store.
+type recordingHighWater struct {
+	mu     sync.Mutex
+	marks  []time.Time
+	failAt int // Store number (1-based) that fails; 0 never
+}
+
+func (r *recordingHighWater) Load(context.Context) (time.Time, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.marks) == 0 {
+		return time.Time{}, nil
+	}
+	return r.marks[len(r.marks)-1], nil
+}
+
+func (r *recordingHighWater) Store(_ context.Context, mark time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failAt == len(r.marks)+1 {
+		return errors.New("store unavailable")
+	}
+	r.marks = append(r.marks, mark)
+	return nil
+}
+
+func (r *recordingHighWater) last() time.Time {
+	m, _ := r.Load(context.Background())
+	return m
+}
+
+func TestFileHighWater(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sub", "highwater")
+	hw := snowflake.NewFileHighWater(path)
+	got, err := hw.Load(ctx)
+	if err != nil || !got.IsZero() {
+		t.Fatalf("Load() of a missing file = %v, %v, want zero time, nil", got, err)
+	}
+	mark := time.UnixMilli(1_700_000_003_000)
+	if err := hw.Store(ctx, mark); err != nil {
+		t.Fatalf("Store() = %v", err)
+	}
+	if err := hw.Store(ctx, mark.Add(-time.Second)); err != nil { // never lowers
+		t.Fatalf("Store(lower) = %v", err)
+	}
+	b, _ := os.ReadFile(path)
+	if got, want := string(b), "1700000003000\n"; got != want {
+		t.Errorf("file content = %q, want %q", got, want)
+	}
+	got, err = snowflake.NewFileHighWater(path).Load(ctx)
+	if err != nil || !got.Equal(mark) {
+		t.Errorf("Load() = %v, %v, want %v", got, err, mark)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Errorf("directory holds %d entries, want only the mark file (no temporary files left)", len(entries))
+	}
+	if err := os.WriteFile(path, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snowflake.NewFileHighWater(path).Load(ctx); err == nil {
+		t.Errorf("Load() of a malformed file = nil, want an error")
+	}
+}
+
+// TestRestartBehindMark: a new generator on the same FileHighWater whose clock is behind the
+// stored mark (a restart after the clock was set back) issues nothing until its clock reaches
+// the mark, and then nothing that the earlier run issued.
+func TestRestartBehindMark(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "highwater")
+	clock := clocktest.New(start)
+	g1 := newGenerator(t, snowflake.Settings{WorkerID: 7, Clock: clock, HighWater: snowflake.NewFileHighWater(path), ZeroStart: true})
+	var ids []int64
+	for range 2000 { // 2 s of IDs, two per millisecond
+		ids = append(ids, mustNext(t, g1), mustNext(t, g1))
+		clock.Add(time.Millisecond)
+	}
+	st := g1.Stats()
+	if want := start.Add(snowflake.DefaultHighWaterWindow); !st.HighWater.Equal(want) || st.HighWaterStores != 1 {
+		t.Fatalf("Stats() = %+v, want mark %v stored once", st, want)
+	}
+
+	// Restart with the clock back at the first run's start.
+	clock.Set(start)
+	g2 := newGenerator(t, snowflake.Settings{WorkerID: 7, Clock: clock, HighWater: snowflake.NewFileHighWater(path), ZeroStart: true})
+	if got := g2.Stats().Floor; !got.Equal(st.HighWater) {
+		t.Fatalf("Stats().Floor = %v, want %v", got, st.HighWater)
+	}
+	for _, at := range []time.Duration{0, time.Second, 2999 * time.Millisecond} {
+		clock.Set(start.Add(at))
+		id, err := g2.Next(context.Background())
+		var cbe *snowflake.ClockBackwardsError
+		if !errors.Is(err, snowflake.ErrClockBehindMark) || !errors.As(err, &cbe) {
+			t.Fatalf("Next() at +%v = %d, %v, want %v", at, id, err, snowflake.ErrClockBehindMark)
+		}
+		if want := 3*time.Second - at; cbe.Behind != want {
+			t.Errorf("Behind = %v, want %v", cbe.Behind, want)
+		}
+		if code := snowflake.Code(err); code != -3 {
+			t.Errorf("Code(%v) = %d, want -3", err, code)
+		}
+	}
+	clock.Set(start.Add(3 * time.Second))
+	id := mustNext(t, g2)
+	if got, want := snowflake.Decompose(id).Millis, start.Add(3*time.Second).UnixMilli(); got != want {
+		t.Errorf("first ID after restart at ms %d, want %d", got, want)
+	}
+	if id <= slices.Max(ids) {
+		t.Errorf("first ID after restart %d <= an ID of the earlier run %d", id, slices.Max(ids))
+	}
+	unique(t, append(ids, id))
+}
+
+// TestHighWaterMarkGuard: every ID lies below a mark that was stored before the ID was issued;
+// a failing store stops the generator at the old mark.
+func TestHighWaterMarkGuard(t *testing.T) {
+	clock := clocktest.New(start)
+	hw := &recordingHighWater{failAt: 4}
+	g := newGenerator(t, snowflake.Settings{Clock: clock, HighWater: hw, HighWaterWindow: 100 * time.Millisecond})
+	for i := range 350 {
+		id, err := g.Next(context.Background())
+		if err != nil {
+			// The fourth store fails: the first three covered [start, start+300ms).
+			if !errors.Is(err, snowflake.ErrHighWater) || i != 300 {
+				t.Fatalf("Next() #%d = %v, want ErrHighWater at #300", i, err)
+			}
+			if code := snowflake.Code(err); code != -1 {
+				t.Errorf("Code(%v) = %d, want -1", err, code)
+			}
+			break
+		}
+		if ms := snowflake.Decompose(id).Millis; ms >= hw.last().UnixMilli() {
+			t.Fatalf("Next() at ms %d, at or past the stored mark %v", ms, hw.last())
+		}
+		clock.Add(time.Millisecond)
+	}
+	if st := g.Stats(); st.HighWaterStores != 3 || st.HighWaterFailures != 1 {
+		t.Errorf("Stats() = %+v, want 3 stores and 1 failure", st)
+	}
+	hw.failAt = 0 // the store recovers
+	mustNext(t, g)
+}
