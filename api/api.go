@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/snowflake"
@@ -45,6 +46,22 @@ type Deps struct {
 	Now func() time.Time
 	// ReadyTimeout bounds the store ping of /readyz; zero means 2 s.
 	ReadyTimeout time.Duration
+
+	// Registerer receives leaf-go's collectors (HTTP requests, per-tag
+	// segment state); nil means no metrics and no /metrics route. Use a
+	// fresh prometheus.NewRegistry(), not the global one. NewHandler panics
+	// if it refuses them (for example a second handler on one registry).
+	Registerer prometheus.Registerer
+	// Gatherer is what /metrics serves; nil means Registerer when that is
+	// also a Gatherer (a *prometheus.Registry).
+	Gatherer prometheus.Gatherer
+	// Loads is the LoadRecorder that wraps the store given to segment.New;
+	// its load count and latency metrics are registered with the others.
+	// Nil leaves those two metrics out.
+	Loads *LoadRecorder
+	// RunwayWarn is the runway (buffered IDs ÷ rate) below which the
+	// dashboard shows a tag in the warning colour; zero means 60 s.
+	RunwayWarn time.Duration
 }
 
 // NewHandler returns the router with every route of leaf-go. It is safe for
@@ -64,6 +81,11 @@ func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
 	r.Use(middleware.Recoverer)
+	o := newOps(h) // metrics, state API, Leaf's pages, dashboard (pages.go)
+	if o.metrics != nil {
+		r.Use(o.metrics.middleware)
+	}
+	o.routes(r)
 
 	// Leaf-compatible routes: any method, key taken whole (dots kept).
 	r.HandleFunc("/api/segment/get/{key}", h.segmentGet)

@@ -1,0 +1,279 @@
+package api
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/leaf-go/leaf/segment"
+)
+
+// Tracker tuning. The rate is the growth of Issued between the oldest and
+// the newest snapshot of the last rateWindow, so it follows bursts within a
+// few seconds and needs nobody to sample on a schedule: every scrape, every
+// /api/v1/segment/buffers request and every error count takes a snapshot.
+const (
+	rateWindow      = 10 * time.Second
+	minSampleGap    = 200 * time.Millisecond // closer snapshots are not kept
+	maxSamples      = 64
+	stepHistoryLen  = 16
+	knownStaleAfter = 250 * time.Millisecond // error counting refreshes the served-tag set this often
+	defaultRunway   = 60 * time.Second
+)
+
+// tracker derives what Stats does not hold (consumption rate, runway, step
+// history) from successive snapshots. It is safe for concurrent use.
+type tracker struct {
+	gen *segment.Generator
+	now func() time.Time
+
+	mu sync.Mutex // guards tags, served, servedAt
+	// tags holds the history of each tag seen InitOK in the last snapshot.
+	tags map[string]*tagHistory
+	// served is the set of InitOK tags of the last snapshot, taken at
+	// servedAt.
+	served   map[string]bool
+	servedAt time.Time
+}
+
+type tagHistory struct {
+	samples []issuedSample // time-ordered, the first may be older than rateWindow
+	steps   []stepChange   // the last stepHistoryLen changes, oldest first
+}
+
+type issuedSample struct {
+	at     time.Time
+	issued int64
+}
+
+type stepChange struct {
+	at   time.Time
+	step int64
+}
+
+// bufferView is one tag's Stats plus what the tracker derived.
+type bufferView struct {
+	segment.BufferStats
+	// Rate is IDs per second over the last rateWindow; 0 when unknown.
+	Rate float64
+	// Runway is Remaining / Rate in seconds, +Inf when Rate is 0.
+	Runway float64
+	Steps  []stepChange
+}
+
+func newTracker(gen *segment.Generator, now func() time.Time) *tracker {
+	return &tracker{gen: gen, now: now, tags: map[string]*tagHistory{}, served: map[string]bool{}}
+}
+
+// sample takes a Stats snapshot, records it and returns it with rates.
+func (t *tracker) sample() []bufferView {
+	stats := t.gen.Stats()
+	now := t.now()
+	views := make([]bufferView, len(stats))
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	served := make(map[string]bool, len(stats))
+	for i, st := range stats {
+		v := bufferView{BufferStats: st, Runway: math.Inf(1)}
+		if st.InitOK {
+			served[st.BizTag] = true
+			h := t.tags[st.BizTag]
+			if h == nil {
+				h = &tagHistory{}
+				t.tags[st.BizTag] = h
+			}
+			v.Rate = h.add(now, st)
+			if v.Rate > 0 {
+				v.Runway = float64(st.Remaining) / v.Rate
+			}
+			v.Steps = append([]stepChange(nil), h.steps...)
+		}
+		views[i] = v
+	}
+	for tag := range t.tags {
+		if !served[tag] {
+			delete(t.tags, tag)
+		}
+	}
+	t.served, t.servedAt = served, now
+	return views
+}
+
+// add records st taken at now and returns the rate in IDs per second.
+func (h *tagHistory) add(now time.Time, st segment.BufferStats) float64 {
+	if n := len(h.steps); n == 0 || h.steps[n-1].step != st.Step {
+		at := st.LastLoad
+		if at.IsZero() {
+			at = now
+		}
+		h.steps = append(h.steps, stepChange{at: at, step: st.Step})
+		if len(h.steps) > stepHistoryLen {
+			h.steps = h.steps[len(h.steps)-stepHistoryLen:]
+		}
+	}
+	if n := len(h.samples); n > 0 && st.Issued < h.samples[n-1].issued {
+		h.samples = h.samples[:0] // the buffer was re-created
+	}
+	if n := len(h.samples); n == 0 || now.Sub(h.samples[n-1].at) >= minSampleGap {
+		h.samples = append(h.samples, issuedSample{at: now, issued: st.Issued})
+	}
+	// Drop samples older than the window, but keep the newest of those as
+	// the base when nothing else is left to compare with.
+	cut := 0
+	for cut < len(h.samples)-2 && now.Sub(h.samples[cut+1].at) >= rateWindow {
+		cut++
+	}
+	if len(h.samples)-cut > maxSamples {
+		cut = len(h.samples) - maxSamples
+	}
+	h.samples = h.samples[cut:]
+	first := h.samples[0]
+	dt := now.Sub(first.at).Seconds()
+	if len(h.samples) < 2 || dt <= 0 {
+		return 0
+	}
+	return float64(st.Issued-first.issued) / dt
+}
+
+// isServed reports whether tag was InitOK in a snapshot at most
+// knownStaleAfter old, taking a new one if needed.
+func (t *tracker) isServed(tag string) bool {
+	t.mu.Lock()
+	fresh := t.now().Sub(t.servedAt) < knownStaleAfter
+	ok := t.served[tag]
+	t.mu.Unlock()
+	if fresh && ok {
+		return true
+	}
+	if !fresh {
+		t.sample()
+		t.mu.Lock()
+		ok = t.served[tag]
+		t.mu.Unlock()
+	}
+	return ok
+}
+
+// The JSON of GET /api/v1/segment/buffers. IDs and counters that can pass
+// 2^53 are strings; steps (at most 2^31) are numbers.
+type buffersJSON struct {
+	Time              time.Time    `json:"time"`
+	RunwayWarnSeconds float64      `json:"runwayWarnSeconds"`
+	Buffers           []bufferJSON `json:"buffers"`
+}
+
+type bufferJSON struct {
+	BizTag                 string        `json:"bizTag"`
+	InitOK                 bool          `json:"initOk"`
+	NextReady              bool          `json:"nextReady"`
+	Loading                bool          `json:"loading"`
+	Pos                    int           `json:"pos"`
+	Segments               [2]segJSON    `json:"segments"`
+	Step                   int64         `json:"step"`
+	MinStep                int64         `json:"minStep"`
+	LastLoad               *time.Time    `json:"lastLoad"`
+	LastLoadLatencySeconds float64       `json:"lastLoadLatencySeconds"`
+	LoadFailures           string        `json:"loadFailures"`
+	LastError              string        `json:"lastError"`
+	RetryAt                *time.Time    `json:"retryAt"`
+	Issued                 string        `json:"issued"`
+	Remaining              string        `json:"remaining"`
+	Rate                   float64       `json:"rate"`
+	RunwaySeconds          *float64      `json:"runwaySeconds"`
+	StepHistory            []stepChangeJ `json:"stepHistory"`
+}
+
+type segJSON struct {
+	Current bool   `json:"current"`
+	Value   string `json:"value"`
+	Max     string `json:"max"`
+	Step    int64  `json:"step"`
+	Idle    string `json:"idle"`
+	// Used is the spent fraction of the segment, 0..1, for drawing.
+	Used float64 `json:"used"`
+}
+
+type stepChangeJ struct {
+	Time time.Time `json:"time"`
+	Step int64     `json:"step"`
+}
+
+func i64(v int64) string { return strconv.FormatInt(v, 10) }
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func toJSON(v bufferView) bufferJSON {
+	b := bufferJSON{
+		BizTag:                 v.BizTag,
+		InitOK:                 v.InitOK,
+		NextReady:              v.NextReady,
+		Loading:                v.Loading,
+		Pos:                    v.Pos,
+		Step:                   v.Step,
+		MinStep:                v.MinStep,
+		LastLoad:               timePtr(v.LastLoad),
+		LastLoadLatencySeconds: v.LastLoadLatency.Seconds(),
+		LoadFailures:           i64(v.LoadFailures),
+		LastError:              v.LastError,
+		RetryAt:                timePtr(v.RetryAt),
+		Issued:                 i64(v.Issued),
+		Remaining:              i64(v.Remaining),
+		Rate:                   v.Rate,
+		StepHistory:            make([]stepChangeJ, len(v.Steps)),
+	}
+	if !math.IsInf(v.Runway, 0) && v.InitOK {
+		r := v.Runway
+		b.RunwaySeconds = &r
+	}
+	for i, s := range v.Segments {
+		size := s.Step
+		if start := max(s.Max-s.Step, 1); s.Max > start {
+			size = s.Max - start
+		}
+		var used float64
+		if size > 0 {
+			used = 1 - float64(s.Idle())/float64(size)
+		}
+		b.Segments[i] = segJSON{
+			Current: i == v.Pos && v.InitOK,
+			Value:   i64(s.Value),
+			Max:     i64(s.Max),
+			Step:    s.Step,
+			Idle:    i64(s.Idle()),
+			Used:    min(max(used, 0), 1),
+		}
+	}
+	for i, s := range v.Steps {
+		b.StepHistory[i] = stepChangeJ{Time: s.at.UTC(), Step: s.step}
+	}
+	return b
+}
+
+// segmentBuffers serves GET /api/v1/segment/buffers: every buffer of the
+// generator, sorted by tag.
+func (o *ops) segmentBuffers(w http.ResponseWriter, r *http.Request) {
+	if o.tracker == nil {
+		o.h.disabled(w, r, "segment", enableSegment)
+		return
+	}
+	views := o.tracker.sample()
+	out := buffersJSON{
+		Time:              o.h.d.Now().UTC(),
+		RunwayWarnSeconds: o.runwayWarn.Seconds(),
+		Buffers:           make([]bufferJSON, len(views)),
+	}
+	for i, v := range views {
+		out.Buffers[i] = toJSON(v)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, out)
+}
