@@ -67,8 +67,9 @@ func Parse(s string) (Config, error) {
 	case "jdbc":
 		return Config{}, fmt.Errorf("%w %q: write jdbc:mysql://host:port/db as mysql://user:pass@tcp(host:port)/db", ErrScheme, "jdbc")
 	}
-	if !isSchemeName(scheme) {
-		// Not a scheme at all (perhaps user:password@…): do not repeat it.
+	if !isSchemeName(scheme) || !strings.HasPrefix(rest, "//") {
+		// Perhaps not a scheme at all (user:password@tcp(…)/db, a bare
+		// path): do not repeat it.
 		return Config{}, fmt.Errorf("%w: DSN has no scheme (want sqlite:<path>, postgres://… or mysql://…)", ErrScheme)
 	}
 	return Config{}, fmt.Errorf("%w %q (want sqlite:, postgres://, postgresql:// or mysql://)", ErrScheme, scheme)

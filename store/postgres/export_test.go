@@ -1,0 +1,10 @@
+package postgres
+
+import "context"
+
+// ExecSQL runs one raw statement, for storetest's cases that need rows Create
+// refuses (a non-positive step).
+func (s *Store) ExecSQL(ctx context.Context, query string) error {
+	_, err := s.pool.Exec(ctx, query)
+	return err
+}
