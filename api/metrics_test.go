@@ -1,0 +1,407 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/internal/dbtest"
+	"github.com/leaf-go/leaf/internal/faultproxy"
+	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/dsn"
+)
+
+// opsServer is a handler with metrics on a fresh registry, wired as main
+// wires it: the store wrapped by a LoadRecorder for segment.New.
+type opsServer struct {
+	srv *httptest.Server
+	reg *prometheus.Registry
+	gen *segment.Generator
+	st  store.Store
+}
+
+func newOpsServer(t *testing.T, storeDSN string, cfg segment.Config, rows ...store.Row) *opsServer {
+	t.Helper()
+	ctx := context.Background()
+	st, err := dsn.Open(ctx, storeDSN, true)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for _, r := range rows {
+		if err := st.Create(ctx, r); err != nil {
+			t.Fatalf("Create(%q): %v", r.BizTag, err)
+		}
+	}
+	loads := api.RecordLoads(st)
+	gen, err := segment.New(ctx, loads, cfg)
+	if err != nil {
+		t.Fatalf("segment.New: %v", err)
+	}
+	t.Cleanup(func() { gen.Close() })
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+	)
+	srv := httptest.NewServer(api.NewHandler(api.Deps{
+		Segment: gen, Store: st, Registerer: reg, Loads: loads,
+	}))
+	t.Cleanup(srv.Close)
+	return &opsServer{srv: srv, reg: reg, gen: gen, st: st}
+}
+
+func (s *opsServer) get(t *testing.T, path string) answer {
+	t.Helper()
+	return do(t, "GET", s.srv.URL+path)
+}
+
+// tagsOf returns, per metric family, the non-empty biz_tag values it has.
+func tagsOf(t *testing.T, reg prometheus.Gatherer) map[string][]string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	out := map[string][]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "biz_tag" && l.GetValue() != "" && !slices.Contains(out[mf.GetName()], l.GetValue()) {
+					out[mf.GetName()] = append(out[mf.GetName()], l.GetValue())
+				}
+			}
+		}
+	}
+	for _, v := range out {
+		slices.Sort(v)
+	}
+	return out
+}
+
+// value returns the value of the series of name with exactly labels
+// (name=value pairs), and whether it exists.
+func value(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !hasLabels(m, labels) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue(), true
+			case m.Gauge != nil:
+				return m.Gauge.GetValue(), true
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount()), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func hasLabels(m *dto.Metric, pairs []string) bool {
+	want := map[string]string{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		want[pairs[i]] = pairs[i+1]
+	}
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		if l.GetValue() != "" {
+			got[l.GetName()] = l.GetValue()
+		}
+	}
+	for k, v := range want {
+		if v == "" {
+			if _, ok := got[k]; ok {
+				return false
+			}
+			continue
+		}
+		if got[k] != v {
+			return false
+		}
+	}
+	return len(got) == len(want)-countEmpty(want)
+}
+
+func countEmpty(m map[string]string) int {
+	n := 0
+	for _, v := range m {
+		if v == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// perTagFamilies are the families every served tag must have.
+var perTagFamilies = []string{
+	"leaf_segment_ids_issued_total",
+	"leaf_segment_step_ids",
+	"leaf_segment_min_step_ids",
+	"leaf_segment_current_idle_ids",
+	"leaf_segment_buffered_ids",
+	"leaf_segment_next_ready",
+	"leaf_segment_consumption_rate_ids_per_second",
+	"leaf_segment_runway_seconds",
+	"leaf_segment_loads_total",
+	"leaf_segment_load_duration_seconds",
+	"leaf_segment_last_load_timestamp_seconds",
+}
+
+func TestMetricsOnlyForServedTags(t *testing.T) {
+	s := newOpsServer(t, dbtest.SQLite(t), segment.Config{},
+		store.Row{BizTag: "alpha", MaxID: 1, Step: 100},
+		store.Row{BizTag: "beta", MaxID: 1000, Step: 50},
+		store.Row{BizTag: "never-used", MaxID: 1, Step: 10})
+	for range 30 {
+		if got := s.get(t, "/api/segment/get/alpha"); got.status != 200 {
+			t.Fatalf("GET alpha = %d %s", got.status, got.body)
+		}
+	}
+	for range 5 {
+		if got := s.get(t, "/api/segment/get/beta"); got.status != 200 {
+			t.Fatalf("GET beta = %d %s", got.status, got.body)
+		}
+	}
+	for _, tag := range []string{"nope", "random-1", "random-2"} {
+		if got := s.get(t, "/api/segment/get/"+tag); got.status != 500 {
+			t.Fatalf("GET %s = %d, want 500", tag, got.status)
+		}
+	}
+
+	tags := tagsOf(t, s.reg)
+	want := []string{"alpha", "beta"}
+	for _, fam := range perTagFamilies {
+		if got := tags[fam]; !slices.Equal(got, want) {
+			t.Errorf("%s has biz_tag %q, want exactly %q", fam, got, want)
+		}
+	}
+	for fam, got := range tags {
+		for _, tag := range got {
+			if tag != "alpha" && tag != "beta" {
+				t.Errorf("%s has a series for biz_tag %q, which was never served", fam, tag)
+			}
+		}
+	}
+
+	tests := []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"leaf_segment_ids_issued_total", []string{"biz_tag", "alpha"}, 30},
+		{"leaf_segment_ids_issued_total", []string{"biz_tag", "beta"}, 5},
+		{"leaf_segment_step_ids", []string{"biz_tag", "alpha"}, 100},
+		{"leaf_segment_min_step_ids", []string{"biz_tag", "beta"}, 50},
+		{"leaf_segment_current_idle_ids", []string{"biz_tag", "alpha"}, 70},
+		{"leaf_segment_current_idle_ids", []string{"biz_tag", "beta"}, 45},
+		{"leaf_segment_loads_total", []string{"biz_tag", "beta", "result", "ok"}, 1},
+		{"leaf_segment_errors_total", []string{"biz_tag", "", "code", "-2"}, 3},
+		{"leaf_segment_loads_total", []string{"biz_tag", "", "result", "error"}, 3},
+		{"leaf_http_requests_total", []string{"route", "/api/segment/get/{key}", "method", "GET", "code", "200"}, 35},
+		{"leaf_http_requests_total", []string{"route", "/api/segment/get/{key}", "method", "GET", "code", "500"}, 3},
+		{"leaf_segment_tags", nil, 3},
+	}
+	for _, tt := range tests {
+		got, ok := value(t, s.reg, tt.name, tt.labels...)
+		if !ok || got != tt.want {
+			t.Errorf("%s%q = %v (found %v), want %v", tt.name, tt.labels, got, ok, tt.want)
+		}
+	}
+	// alpha used 30% of its first segment: the next one is loaded (or on its way).
+	waitFor(t, "alpha's next segment", func() bool {
+		v, _ := value(t, s.reg, "leaf_segment_next_ready", "biz_tag", "alpha")
+		return v == 1
+	})
+	if v, _ := value(t, s.reg, "leaf_segment_buffered_ids", "biz_tag", "alpha"); v != 170 {
+		t.Errorf("leaf_segment_buffered_ids{alpha} = %v, want 70 + 100", v)
+	}
+	if v, _ := value(t, s.reg, "leaf_segment_loads_total", "biz_tag", "alpha", "result", "ok"); v != 2 {
+		t.Errorf("leaf_segment_loads_total{alpha,ok} = %v, want 2", v)
+	}
+}
+
+func TestMetricsHTTPLabels(t *testing.T) {
+	s := newOpsServer(t, dbtest.SQLite(t), segment.Config{}, demo)
+	do(t, "POST", s.srv.URL+"/api/segment/get/leaf-segment-test")
+	do(t, "BREW", s.srv.URL+"/api/segment/get/leaf-segment-test")
+	s.get(t, "/no/such/path")
+	s.get(t, "/no/other/path")
+	s.get(t, "/healthz")
+	tests := []struct {
+		labels []string
+		want   float64
+	}{
+		{[]string{"route", "/api/segment/get/{key}", "method", "POST", "code", "200"}, 1},
+		// chi matches no route for a non-standard method: 405, unmatched.
+		{[]string{"route", "unmatched", "method", "OTHER", "code", "405"}, 1},
+		{[]string{"route", "unmatched", "method", "GET", "code", "404"}, 2},
+		{[]string{"route", "/healthz", "method", "GET", "code", "200"}, 1},
+	}
+	for _, tt := range tests {
+		if got, ok := value(t, s.reg, "leaf_http_requests_total", tt.labels...); !ok || got != tt.want {
+			t.Errorf("leaf_http_requests_total%q = %v (found %v), want %v", tt.labels, got, ok, tt.want)
+		}
+	}
+	if n := testutil.CollectAndCount(s.reg, "leaf_http_request_duration_seconds"); n != 4 {
+		t.Errorf("leaf_http_request_duration_seconds has %d series, want 4 (route × method)", n)
+	}
+}
+
+// TestMetricsPromtool runs `promtool check metrics` on /metrics of a server
+// that has served two tags and refused an unknown one.
+func TestMetricsPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("promtool not found: CI must install it (apt-get install -y prometheus): %v", err)
+		}
+		t.Skip("promtool not found; install it with `apt-get install -y --no-install-recommends prometheus`")
+	}
+	s := newOpsServer(t, dbtest.SQLite(t), segment.Config{},
+		store.Row{BizTag: "alpha", MaxID: 1, Step: 100}, store.Row{BizTag: "beta", MaxID: 1, Step: 100})
+	s.get(t, "/api/segment/get/alpha")
+	s.get(t, "/api/segment/get/beta")
+	s.get(t, "/api/segment/get/unknown")
+	s.get(t, "/api/v1/segment/buffers")
+	got := s.get(t, "/metrics")
+	if got.status != 200 {
+		t.Fatalf("GET /metrics = %d", got.status)
+	}
+	for _, want := range []string{`leaf_segment_ids_issued_total{biz_tag="alpha"} 1`, `leaf_segment_errors_total{biz_tag="",code="-2"} 1`,
+		"go_goroutines", "process_cpu_seconds_total", "go_build_info"} {
+		if !strings.Contains(got.body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(got.body)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out.String())
+	}
+}
+
+// TestMetricsDatabaseCut cuts PostgreSQL under a served tag: the runway
+// falls, next ready drops to 0, failed loads and -3 answers are counted for
+// the tag.
+func TestMetricsDatabaseCut(t *testing.T) {
+	direct := dbtest.Postgres(t)
+	px := faultproxy.Start(t, "127.0.0.1:5432")
+	proxied := strings.Replace(direct, "127.0.0.1:5432", px.Addr(), 1)
+	if proxied == direct {
+		t.Fatalf("cannot route %s through the proxy", dsn.Redact(direct))
+	}
+	s := newOpsServer(t, proxied, segment.Config{WaitTimeout: 200 * time.Millisecond, LoadTimeout: time.Second,
+		RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond},
+		store.Row{BizTag: "cut", MaxID: 1, Step: 200})
+	take := func() answer { return s.get(t, "/api/segment/get/cut") }
+	for range 50 {
+		if got := take(); got.status != 200 {
+			t.Fatalf("GET cut = %d %s", got.status, got.body)
+		}
+	}
+	waitFor(t, "the next segment", func() bool {
+		v, _ := value(t, s.reg, "leaf_segment_next_ready", "biz_tag", "cut")
+		return v == 1
+	})
+	s.get(t, "/api/v1/segment/buffers") // a rate sample
+	time.Sleep(300 * time.Millisecond)
+	for range 50 {
+		take()
+	}
+	before, _ := value(t, s.reg, "leaf_segment_runway_seconds", "biz_tag", "cut")
+	bufBefore, _ := value(t, s.reg, "leaf_segment_buffered_ids", "biz_tag", "cut")
+
+	px.Cut()
+	var failed bool
+	for range 1000 {
+		if got := take(); got.status == 500 {
+			if !strings.Contains(got.body, "id=-3") {
+				t.Fatalf("while cut: %d %s, want -3", got.status, got.body)
+			}
+			failed = true
+			break
+		}
+	}
+	if !failed {
+		t.Fatal("served 1000 IDs with the database cut; the buffers hold 400")
+	}
+	after, _ := value(t, s.reg, "leaf_segment_runway_seconds", "biz_tag", "cut")
+	bufAfter, _ := value(t, s.reg, "leaf_segment_buffered_ids", "biz_tag", "cut")
+	if !(after < before) || bufAfter != 0 {
+		t.Errorf("runway %v -> %v s, buffered %v -> %v IDs; want the runway to fall and the buffer to empty", before, after, bufBefore, bufAfter)
+	}
+	if v, ok := value(t, s.reg, "leaf_segment_next_ready", "biz_tag", "cut"); !ok || v != 0 {
+		t.Errorf("leaf_segment_next_ready{cut} = %v (found %v), want 0", v, ok)
+	}
+	if v, _ := value(t, s.reg, "leaf_segment_loads_total", "biz_tag", "cut", "result", "error"); v < 1 {
+		t.Errorf("leaf_segment_loads_total{cut,error} = %v, want >= 1", v)
+	}
+	if v, _ := value(t, s.reg, "leaf_segment_errors_total", "biz_tag", "cut", "code", "-3"); v < 1 {
+		t.Errorf("leaf_segment_errors_total{cut,-3} = %v, want >= 1", v)
+	}
+	// A probe of an unknown tag while the database is down stays untagged.
+	s.get(t, "/api/segment/get/probe-while-down")
+	for fam, tags := range tagsOf(t, s.reg) {
+		if !slices.Equal(tags, []string{"cut"}) {
+			t.Errorf("%s has biz_tag %q, want only cut", fam, tags)
+		}
+	}
+
+	px.Restore(t)
+	waitFor(t, "recovery", func() bool { return take().status == 200 })
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestNewHandlerRefusesSecondRegistration: two handlers on one registry is
+// a wiring mistake and panics like MustRegister.
+func TestNewHandlerRefusesSecondRegistration(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	api.NewHandler(api.Deps{Registerer: reg})
+	defer func() {
+		r := recover()
+		err, _ := r.(error)
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			t.Errorf("second NewHandler on one registry: recovered %v, want AlreadyRegisteredError", r)
+		}
+	}()
+	api.NewHandler(api.Deps{Registerer: reg})
+}
