@@ -393,20 +393,22 @@ func (g *Generator) backoff(n int64) time.Duration {
 	return d
 }
 
-// miss handles a tag not in the cache: if the limiter allows, it adds a probe
-// buffer and loads its first segment like any first use, so concurrent
-// misses of one tag share one allocation.
+// miss handles a tag not in the cache. A concurrent miss of the same tag may
+// have added a probe buffer already: join it, so concurrent misses share one
+// allocation and one limiter token. Otherwise, if the limiter allows, add a
+// probe buffer and load its first segment like any first use.
 func (g *Generator) miss(ctx context.Context, tag string) (int64, error) {
-	if g.limiter == nil || !g.limiter.AllowN(g.clock.Now(), 1) {
-		if !g.ready.Load() {
-			return 0, fmt.Errorf("%w: tag list not read yet, %q unknown", ErrNotInitialized, tag)
-		}
-		return 0, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
-	}
 	g.cacheMu.Lock()
 	old := *g.cache.Load()
 	b := old[tag]
 	if b == nil {
+		if g.limiter == nil || !g.limiter.AllowN(g.clock.Now(), 1) {
+			g.cacheMu.Unlock()
+			if !g.ready.Load() {
+				return 0, fmt.Errorf("%w: tag list not read yet, %q unknown", ErrNotInitialized, tag)
+			}
+			return 0, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
+		}
 		b = g.newBuffer(tag)
 		b.probe = true
 		m := maps.Clone(old)

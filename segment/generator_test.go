@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leaf-go/leaf/internal/clocktest"
+	"github.com/leaf-go/leaf/internal/faultproxy"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store/dsn"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -466,59 +469,65 @@ func TestMissLookupRateLimited(t *testing.T) {
 }
 
 // TestConcurrentMissesShareOneLoad: many first Gets of a tag inserted while
-// running allocate one segment between them.
+// running allocate one segment between them (10 tags, 32 callers each).
 func TestConcurrentMissesShareOneLoad(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
 	cs := &countingStore{Store: db.st}
 	g := newGen(t, cs, segment.Config{})
-	db.create(t, "fresh", 1, 1000)
-	const n = 32
-	ids := make(chan int64, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			<-start
-			id, err := g.Get(context.Background(), "fresh")
-			if err != nil {
-				t.Errorf("Get(%q) = %v, want an ID", "fresh", err)
-			}
-			ids <- id
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(ids)
-	seen := map[int64]bool{}
-	for id := range ids {
-		if seen[id] || id < 1 || id > n {
-			t.Fatalf("ID %d duplicated or outside [1, %d]", id, n)
+	const tags, n = 10, 32
+	for i := range tags {
+		tag := fmt.Sprintf("fresh-%d", i)
+		db.create(t, tag, 1, 1000)
+		ids := make(chan int64, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				<-start
+				id, err := g.Get(context.Background(), tag)
+				if err != nil {
+					t.Errorf("Get(%q) = %v, want an ID", tag, err)
+				}
+				ids <- id
+			})
 		}
-		seen[id] = true
-	}
-	if got := cs.allocs.Load(); got != 1 {
-		t.Fatalf("Allocate calls = %d, want 1 shared by %d concurrent misses", got, n)
+		close(start)
+		wg.Wait()
+		close(ids)
+		seen := map[int64]bool{}
+		for id := range ids {
+			if seen[id] || id < 1 || id > n {
+				t.Fatalf("Get(%q) = %d: duplicated or outside [1, %d]", tag, id, n)
+			}
+			seen[id] = true
+		}
+		if got := cs.allocs.Load(); got != int64(i+1) {
+			t.Fatalf("Allocate calls after %d tags = %d, want one per tag, shared by %d concurrent misses", i+1, got, n)
+		}
 	}
 }
 
-// TestBackoffSparesDatabase: while loads fail, exhausted callers get -3 at
-// once without a new allocation each; after the backoff one retry runs.
+// TestBackoffSparesDatabase: while loads fail, neither the fast path past
+// the prefetch mark nor exhausted callers start a new allocation each; they
+// get -3 at once, and after the backoff one retry runs.
 func TestBackoffSparesDatabase(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "flaky", 1, 10)
+	db.create(t, "flaky", 1, 100)
 	cs := &countingStore{Store: db.st}
 	clk := clocktest.New(t0)
 	g := newGen(t, cs, segment.Config{Clock: clk, RetryMin: time.Second, RetryMax: 4 * time.Second})
 	mustGet(t, g, "flaky")
 	db.st.Close()
-	for want := int64(2); want <= 10; want++ { // the 2nd starts a load that fails
+	for want := int64(2); want <= 100; want++ { // the 11th starts a load that fails
 		if id := mustGet(t, g, "flaky"); id != want {
 			t.Fatalf("Get(%q) = %d, want %d", "flaky", id, want)
 		}
+		if want == 11 {
+			waitFor(t, "the failed load", func() bool { st, _ := statsOf(g, "flaky"); return st.LoadFailures == 1 && !st.Loading })
+		}
 	}
-	waitFor(t, "the failed load", func() bool { st, _ := statsOf(g, "flaky"); return st.LoadFailures == 1 && !st.Loading })
 	for range 100 {
 		start := time.Now()
 		if _, err := g.Get(context.Background(), "flaky"); !errors.Is(err, segment.ErrNoSegment) {
@@ -544,6 +553,57 @@ func TestBackoffSparesDatabase(t *testing.T) {
 	}
 }
 
+// slowTags is a real store whose Tags, after reading the list, waits until
+// release is closed, so a test can act between the read and its use.
+type slowTags struct {
+	segment.Store
+	read    chan struct{}
+	release chan struct{}
+}
+
+func (s *slowTags) Tags(ctx context.Context) ([]string, error) {
+	tags, err := s.Store.Tags(ctx)
+	s.read <- struct{}{}
+	<-s.release
+	return tags, err
+}
+
+// TestRefreshKeepsNewerMiss: a refresh whose list was read before a miss
+// lookup added a tag does not drop that tag (it would skip its segment).
+func TestRefreshKeepsNewerMiss(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	st := &slowTags{Store: db.st, read: make(chan struct{}), release: make(chan struct{})}
+	g := newGen(t, &slowTagsAfterFirst{slowTags: st}, segment.Config{})
+	done := make(chan error, 1)
+	go func() { done <- g.Refresh(context.Background()) }()
+	<-st.read // the list (empty) is read; the refresh has not applied it yet
+	db.create(t, "mid", 1, 1000)
+	if id := mustGet(t, g, "mid"); id != 1 {
+		t.Fatalf("Get(%q) = %d, want 1", "mid", id)
+	}
+	close(st.release)
+	if err := <-done; err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	if id := mustGet(t, g, "mid"); id != 2 {
+		t.Fatalf("Get(%q) after the stale refresh = %d, want 2 (same segment)", "mid", id)
+	}
+}
+
+// slowTagsAfterFirst lets New's first Tags through and slows later ones.
+type slowTagsAfterFirst struct {
+	*slowTags
+	calls atomic.Int64
+}
+
+func (s *slowTagsAfterFirst) Tags(ctx context.Context) ([]string, error) {
+	if s.calls.Add(1) == 1 {
+		return s.slowTags.Store.Tags(ctx)
+	}
+	return s.slowTags.Tags(ctx)
+}
+
 // TestGetAfterClose: every Get after Close answers ErrClosed (-3).
 func TestGetAfterClose(t *testing.T) {
 	t.Parallel()
@@ -561,5 +621,87 @@ func TestGetAfterClose(t *testing.T) {
 		if _, err := g.Get(context.Background(), tag); !errors.Is(err, segment.ErrClosed) || segment.Code(err) != -3 {
 			t.Fatalf("Get(%q) after Close = %v, want ErrClosed (-3)", tag, err)
 		}
+	}
+}
+
+// TestDatabaseCut puts a real TCP proxy between the generator and
+// PostgreSQL and cuts it: the buffered segments keep serving, then Get
+// answers -3 (never an ID the database did not hand out), a refresh fails
+// without dropping the tag, and the generator recovers by itself once the
+// database is back.
+func TestDatabaseCut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	direct := postgresDB.dsn(t)
+	db := openDB(t, direct)
+	db.create(t, "cut", 1, 100)
+	var px *faultproxy.Proxy
+	proxied := viaProxy(t, direct, func(upstream string) string {
+		px = faultproxy.Start(t, upstream)
+		return px.Addr()
+	})
+	st, err := dsn.Open(ctx, proxied, false)
+	if err != nil {
+		t.Fatalf("open via proxy: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	const wait = 300 * time.Millisecond
+	g := newGen(t, st, segment.Config{WaitTimeout: wait, LoadTimeout: time.Second,
+		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+
+	seen := map[int64]bool{}
+	for want := int64(1); want <= 20; want++ {
+		if id := mustGet(t, g, "cut"); id != want {
+			t.Fatalf("Get(%q) = %d, want %d", "cut", id, want)
+		}
+		seen[want] = true
+	}
+	waitNextReady(t, g, "cut")
+	maxBefore := db.maxID(t, "cut") // 201: segments [1,101) and [101,201) are ours
+	px.Cut()
+
+	served := 0
+	for {
+		start := time.Now()
+		id, err := g.Get(ctx, "cut")
+		if err != nil {
+			if !errors.Is(err, segment.ErrNoSegment) || segment.Code(err) != -3 {
+				t.Fatalf("Get(%q) with the DB cut = %v, want ErrNoSegment (-3)", "cut", err)
+			}
+			if d := time.Since(start); d > wait+time.Second {
+				t.Errorf("Get failed after %v, want within the wait timeout %v + slack", d, wait)
+			}
+			break
+		}
+		if id >= maxBefore || seen[id] {
+			t.Fatalf("Get(%q) = %d with the DB cut; max_id was %d (or a duplicate)", "cut", id, maxBefore)
+		}
+		seen[id] = true
+		served++
+	}
+	if want := int(maxBefore - 1 - 20); served != want {
+		t.Errorf("served %d buffered IDs after the cut, want %d (rest of both segments)", served, want)
+	}
+	if err := g.Refresh(ctx); err == nil {
+		t.Errorf("Refresh with the DB cut = nil, want an error")
+	}
+	if _, ok := statsOf(g, "cut"); !ok {
+		t.Fatalf("tag dropped by a failed refresh")
+	}
+
+	px.Restore(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		id, err := g.Get(ctx, "cut")
+		if err == nil {
+			if id < maxBefore || seen[id] {
+				t.Fatalf("Get(%q) = %d after recovery, want a fresh ID >= %d", "cut", id, maxBefore)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery 15s after the DB came back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -1,0 +1,113 @@
+package segment
+
+import (
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-go/leaf/store"
+)
+
+// TestTakeNeverLeavesSegment: concurrent takes on a small segment hand out
+// each ID of [start, max) exactly once and nothing else.
+func TestTakeNeverLeavesSegment(t *testing.T) {
+	s := newSegment(100, 110, 10)
+	var mu sync.Mutex
+	got := map[int64]int{}
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for range 100 {
+				if id, _, ok := s.take(); ok {
+					mu.Lock()
+					got[id]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(got) != 10 {
+		t.Fatalf("take gave %d distinct IDs, want 10: %v", len(got), got)
+	}
+	for id, n := range got {
+		if id < 100 || id >= 110 || n != 1 {
+			t.Fatalf("take gave ID %d %d times, want once and inside [100, 110)", id, n)
+		}
+	}
+	if st := s.stats(); st.Value != 110 || st.Idle() != 0 {
+		t.Fatalf("stats of a spent segment = %+v, want Value 110", st)
+	}
+}
+
+// TestPrefetchAfter: the prefetch starts when idle < 0.9*step, Leaf's rule.
+func TestPrefetchAfter(t *testing.T) {
+	tests := []struct {
+		start, max, step int64
+		want             int64
+	}{
+		{1, 2001, 2000, 200}, // SPEC §6: a load once more than 200 are used
+		{11, 21, 10, 1},
+		{1, 1501, 2000, -300}, // cut at 1 (max_id - step < 1): prefetch at once
+	}
+	for _, tt := range tests {
+		if got := newSegment(tt.start, tt.max, tt.step).prefetchAfter; got != tt.want {
+			t.Errorf("newSegment(%d, %d, %d).prefetchAfter = %d, want %d", tt.start, tt.max, tt.step, got, tt.want)
+		}
+	}
+}
+
+func TestCheckAlloc(t *testing.T) {
+	tests := []struct {
+		name           string
+		give           store.Allocation
+		step, highMax  int64
+		wantStart, max int64 // wantStart 0: an error
+	}{
+		{name: "fresh row", give: store.Allocation{MaxID: 2001, Step: 2000, DBStep: 2000}, wantStart: 1, max: 2001},
+		{name: "custom step", give: store.Allocation{MaxID: 6001, Step: 4000, DBStep: 2000}, step: 4000, wantStart: 2001, max: 6001},
+		{name: "cut at 1", give: store.Allocation{MaxID: 500, Step: 1000}, wantStart: 1, max: 500},
+		{name: "nothing positive", give: store.Allocation{MaxID: 1, Step: 1000}},
+		{name: "negative", give: store.Allocation{MaxID: -4000, Step: 1000}},
+		{name: "wraps", give: store.Allocation{MaxID: math.MinInt64 + 5, Step: 10}},
+		{name: "zero step", give: store.Allocation{MaxID: 100, Step: 0}},
+		{name: "wrong custom step", give: store.Allocation{MaxID: 100, Step: 10}, step: 20},
+		{name: "rewound", give: store.Allocation{MaxID: 101, Step: 100}, highMax: 201},
+		{name: "another server in between", give: store.Allocation{MaxID: 401, Step: 100}, highMax: 201, wantStart: 301, max: 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := checkAlloc("t", tt.give, tt.step, tt.highMax)
+			if tt.wantStart == 0 {
+				if err == nil {
+					t.Fatalf("checkAlloc(%+v) = [%d, %d), want an error", tt.give, s.start, s.max)
+				}
+				return
+			}
+			if err != nil || s.start != tt.wantStart || s.max != tt.max {
+				t.Fatalf("checkAlloc(%+v) = %v, %v, want [%d, %d)", tt.give, s, err, tt.wantStart, tt.max)
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	g := &Generator{cfg: Config{RetryMin: 100 * time.Millisecond, RetryMax: 10 * time.Second}}
+	tests := []struct {
+		give     int64
+		min, max time.Duration
+	}{
+		{1, 50 * time.Millisecond, 100 * time.Millisecond},
+		{2, 100 * time.Millisecond, 200 * time.Millisecond},
+		{5, 800 * time.Millisecond, 1600 * time.Millisecond},
+		{40, 5 * time.Second, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		for range 100 {
+			if got := g.backoff(tt.give); got < tt.min || got > tt.max {
+				t.Fatalf("backoff(%d) = %v, want in [%v, %v]", tt.give, got, tt.min, tt.max)
+			}
+		}
+	}
+}
