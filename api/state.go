@@ -241,7 +241,7 @@ func toJSON(v bufferView) bufferJSON {
 		}
 		var used float64
 		if size > 0 {
-			used = 1 - float64(s.Idle())/float64(size)
+			used = float64(size-s.Idle()) / float64(size)
 		}
 		b.Segments[i] = segJSON{
 			Current: i == v.Pos && v.InitOK,
