@@ -85,7 +85,9 @@ func Up(ctx context.Context, db *sql.DB, dialect string) error {
 
 // Status returns every embedded migration of dialect in version order and
 // whether db has applied it. It creates goose's version table if missing but
-// changes nothing else. Errors: ErrDialect, or the driver's error.
+// changes nothing else. On MySQL, db must have been opened with
+// parseTime=true (store/dsn adds it) to read the applied times. Errors:
+// ErrDialect, or the driver's error.
 func Status(ctx context.Context, db *sql.DB, dialect string) ([]Version, error) {
 	p, err := newProvider(db, dialect)
 	if err != nil {

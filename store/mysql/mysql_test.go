@@ -2,7 +2,10 @@ package mysql_test
 
 import (
 	"context"
+	"database/sql"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/store"
@@ -22,4 +25,67 @@ func open(t *testing.T, dsn string) *mysql.Store {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, dbtest.MySQL(t)) })
+}
+
+// TestAdoptLeafDatabase points the store at a database that Leaf itself set
+// up, with Leaf's exact DDL and rows: Open with migrate must leave the table
+// and rows alone, and allocation must continue from Leaf's max_id.
+func TestAdoptLeafDatabase(t *testing.T) {
+	ctx := context.Background()
+	dsn := dbtest.MySQL(t)
+	db, err := sql.Open("mysql", strings.TrimPrefix(dsn, "mysql://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	leaf := []string{
+		"CREATE TABLE `leaf_alloc` (\n" +
+			"  `biz_tag` varchar(128)  NOT NULL DEFAULT '',\n" +
+			"  `max_id` bigint(20) NOT NULL DEFAULT '1',\n" +
+			"  `step` int(11) NOT NULL,\n" +
+			"  `description` varchar(256)  DEFAULT NULL,\n" +
+			"  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n" +
+			"  PRIMARY KEY (`biz_tag`)\n" +
+			") ENGINE=InnoDB",
+		"insert into leaf_alloc(biz_tag, max_id, step, description) values('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')",
+		"insert into leaf_alloc(biz_tag, max_id, step, description, update_time) values('order', 40001, 1000, NULL, '2020-01-02 03:04:05')",
+	}
+	for _, q := range leaf {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("Leaf setup %q: %v", q, err)
+		}
+	}
+	dump := func() string {
+		var s string
+		if err := db.QueryRowContext(ctx, "SELECT GROUP_CONCAT(CONCAT_WS('|', biz_tag, max_id, step, IFNULL(description, 'NULL'), update_time) ORDER BY biz_tag SEPARATOR '\n') FROM leaf_alloc").Scan(&s); err != nil {
+			t.Fatalf("dump: %v", err)
+		}
+		return s
+	}
+	before := dump()
+
+	for i := range 2 { // the second Open finds the migration applied
+		s := open(t, dsn)
+		if got := dump(); got != before {
+			t.Fatalf("rows after Open #%d = %q, want untouched %q", i+1, got, before)
+		}
+		rows, err := s.Rows(ctx)
+		if err != nil || len(rows) != 2 || rows[1].BizTag != "order" || rows[1].MaxID != 40001 ||
+			!rows[1].UpdateTime.Equal(time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)) {
+			t.Errorf("Rows() = %+v, %v, want Leaf's rows", rows, err)
+		}
+	}
+	s := open(t, dsn)
+	tests := []struct {
+		give string
+		want store.Allocation
+	}{
+		{"leaf-segment-test", store.Allocation{BizTag: "leaf-segment-test", MaxID: 2001, Step: 2000, DBStep: 2000}},
+		{"order", store.Allocation{BizTag: "order", MaxID: 41001, Step: 1000, DBStep: 1000}},
+	}
+	for _, tt := range tests {
+		if got, err := s.Allocate(ctx, tt.give, 0); err != nil || got != tt.want {
+			t.Errorf("Allocate(%q, 0) = %+v, %v, want %+v, nil", tt.give, got, err, tt.want)
+		}
+	}
 }
