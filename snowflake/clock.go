@@ -1,6 +1,9 @@
 package snowflake
 
-import "time"
+import (
+	"runtime"
+	"time"
+)
 
 // Clock is the generator's source of wall-clock time and of waiting. The generator reads
 // Now().UnixMilli() (wall clock, like Leaf's System.currentTimeMillis, so that a clock step is
@@ -17,8 +20,23 @@ type SystemClock struct{}
 
 var _ Clock = SystemClock{}
 
+// spinLimit is the longest Sleep that SystemClock spins through instead of parking on a timer.
+const spinLimit = time.Millisecond
+
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
 
-// Sleep calls time.Sleep(d); it returns at once for d <= 0.
-func (SystemClock) Sleep(d time.Duration) { time.Sleep(d) }
+// Sleep waits for d; it returns at once for d <= 0. Waits up to 1 ms (the wait for the next
+// millisecond) yield the processor in a loop (runtime.Gosched) until d has passed on the
+// monotonic clock, as Leaf's tilNextMillis and Twitter's spin do: a timer may overshoot by up to
+// a millisecond on some hosts, which would cost a quarter of the layout's IDs per millisecond.
+// Longer waits call time.Sleep.
+func (SystemClock) Sleep(d time.Duration) {
+	if d > spinLimit {
+		time.Sleep(d)
+		return
+	}
+	for start := time.Now(); time.Since(start) < d; {
+		runtime.Gosched()
+	}
+}

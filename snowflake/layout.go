@@ -105,9 +105,10 @@ func (l Layout) CheckWorker(worker int64) error {
 // It is pure: it never reads a clock. Errors: ErrTimeRange when ms is before Epoch or at or
 // after End(), ErrWorkerRange, ErrSequenceRange.
 func (l Layout) Compose(ms, worker, seq int64) (int64, error) {
-	delta := ms - l.EpochMillis()
-	if ms < l.EpochMillis() || delta > l.MaxTime() {
-		return 0, fmt.Errorf("%w: %d ms not in [%d, %d]", ErrTimeRange, ms, l.EpochMillis(), l.EpochMillis()+l.MaxTime())
+	epoch := l.EpochMillis()
+	delta := ms - epoch
+	if ms < epoch || delta > l.MaxTime() {
+		return 0, fmt.Errorf("%w: %d ms not in [%d, %d]", ErrTimeRange, ms, epoch, epoch+l.MaxTime())
 	}
 	if err := l.CheckWorker(worker); err != nil {
 		return 0, err
@@ -168,13 +169,16 @@ func (l Layout) Decompose(id int64) Parts {
 	}
 }
 
+// defaultLayout is DefaultLayout(), built once for the package-level functions. Never modified.
+var defaultLayout = DefaultLayout()
+
 // Compose is DefaultLayout().Compose.
-func Compose(ms, worker, seq int64) (int64, error) { return DefaultLayout().Compose(ms, worker, seq) }
+func Compose(ms, worker, seq int64) (int64, error) { return defaultLayout.Compose(ms, worker, seq) }
 
 // ComposeTwitter is DefaultLayout().ComposeTwitter: 5-bit datacenter, 5-bit machine.
 func ComposeTwitter(ms, datacenter, machine, seq int64) (int64, error) {
-	return DefaultLayout().ComposeTwitter(ms, datacenter, machine, seq)
+	return defaultLayout.ComposeTwitter(ms, datacenter, machine, seq)
 }
 
 // Decompose is DefaultLayout().Decompose.
-func Decompose(id int64) Parts { return DefaultLayout().Decompose(id) }
+func Decompose(id int64) Parts { return defaultLayout.Decompose(id) }
