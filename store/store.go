@@ -54,11 +54,11 @@ func (a Allocation) Start() int64 { return a.MaxID - a.Step }
 
 // Row is one leaf_alloc row, as shown on Leaf's /db page.
 type Row struct {
-	BizTag      string
-	MaxID       int64 // max_id: the exclusive upper bound of the last segment handed out
-	Step        int64 // step: the configured (minimum) segment size, in IDs
-	Description string
-	UpdateTime  time.Time
+	BizTag      string    // biz_tag: the sequence's name, 1..128 characters
+	MaxID       int64     // max_id: the exclusive upper bound of the last segment handed out
+	Step        int64     // step: the configured (minimum) segment size, in IDs
+	Description string    // description: free text up to 256 characters; "" is stored as NULL
+	UpdateTime  time.Time // update_time: when the row last changed (set by the database), UTC
 }
 
 // Store is what the server needs from a leaf_alloc database. It has three

@@ -96,7 +96,8 @@ func parsePostgres(s string) (Config, error) {
 	if strings.ContainsRune(s, 0) {
 		return Config{}, errors.New("dsn: postgres: URL contains NUL")
 	}
-	return Config{Dialect: Postgres, DSN: s}, nil
+	// pgx recognises only the lowercase schemes as URLs.
+	return Config{Dialect: Postgres, DSN: strings.ToLower(u.Scheme) + s[len(u.Scheme):]}, nil
 }
 
 func parseMySQL(rest string) (Config, error) {

@@ -27,6 +27,7 @@ var parseTests = []struct {
 	{give: "sqlite://leaf.db", wantErr: "not sqlite://"},
 	{give: "sqlite:leaf.db?_pragma=x", wantErr: "must not contain"},
 	{give: "postgres://u:" + secret + "@db:5432/leaf?sslmode=disable", want: dsn.Config{Dialect: dsn.Postgres, DSN: "postgres://u:" + secret + "@db:5432/leaf?sslmode=disable"}},
+	{give: "PostgreSQL://u@db/leaf", want: dsn.Config{Dialect: dsn.Postgres, DSN: "postgresql://u@db/leaf"}},
 	{give: "postgresql://u@db/leaf", want: dsn.Config{Dialect: dsn.Postgres, DSN: "postgresql://u@db/leaf"}},
 	{give: "postgres://u:pa/" + secret + "@db/leaf", wantErr: "postgres: malformed URL"},
 	{give: "postgres:leaf", wantErr: "postgres: malformed URL"},
