@@ -446,3 +446,59 @@ func TestNextConcurrent(t *testing.T) {
 	}
 	unique(t, all)
 }
+
+// TestNextConcurrentClockSteps: many callers while the fake clock jumps forwards and backwards;
+// every successful ID is unique and every failure is one of the documented clock errors.
+func TestNextConcurrentClockSteps(t *testing.T) {
+	clock := clocktest.New(start)
+	l := snowflake.DefaultLayout()
+	l.TimeBits, l.SequenceBits = 47, 6 // 64 IDs per ms, so the sequence runs out often
+	g := newGenerator(t, snowflake.Settings{Layout: l, Clock: clock, HighWater: &recordingHighWater{}, HighWaterWindow: 50 * time.Millisecond})
+	steps := []time.Duration{time.Millisecond, -2 * time.Millisecond, 3 * time.Millisecond, -20 * time.Millisecond, 25 * time.Millisecond, 0}
+	stop := make(chan struct{})
+	var stepper sync.WaitGroup
+	stepper.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			clock.Add(steps[i%len(steps)])
+			time.Sleep(50 * time.Microsecond)
+		}
+	})
+	const callers, perCaller = 8, 5000
+	results := make([][]int64, callers)
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for range perCaller {
+				id, err := g.Next(context.Background())
+				switch {
+				case err == nil:
+					results[c] = append(results[c], id)
+				case errors.Is(err, snowflake.ErrClockBackwards), errors.Is(err, snowflake.ErrClockBehind):
+				default:
+					t.Errorf("Next() = %v, want nil or a clock error", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	stepper.Wait()
+	var all []int64
+	for _, ids := range results {
+		if !slices.IsSorted(ids) {
+			t.Errorf("one caller's IDs are not increasing")
+		}
+		all = append(all, ids...)
+	}
+	if len(all) < callers*perCaller/10 {
+		t.Fatalf("only %d of %d calls succeeded", len(all), callers*perCaller)
+	}
+	unique(t, all)
+	t.Logf("%d IDs, stats %+v", len(all), g.Stats())
+}
