@@ -28,6 +28,8 @@ type Generator struct {
 
 	// cache maps tag to buffer. It is copy-on-write: readers load the
 	// pointer without a lock; writers hold cacheMu and store a new map.
+	// Lock order: a buffer's mu before cacheMu; nothing takes a buffer's
+	// mu while holding cacheMu.
 	cache   atomic.Pointer[map[string]*buffer]
 	cacheMu sync.Mutex
 	// refreshMu serialises Refresh calls so an older tag list never
@@ -353,12 +355,14 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		defer g.log.Warn("segment: load failed", "biz_tag", b.tag, "first", first,
 			"failures", b.failures, "retry_in", backoff, "err", err)
 	}
+	if drop {
+		// Before waking the waiters, so that none of them can still
+		// find the tag cached after its error.
+		g.drop(b)
+	}
 	b.load = nil
 	close(call.done)
 	b.mu.Unlock()
-	if drop {
-		g.drop(b)
-	}
 }
 
 // checkAlloc turns an allocation into a segment, refusing what could hand
