@@ -23,8 +23,16 @@ type Config struct {
 	Migrate bool
 	// DataDir holds the SQLite file and local state. Default ./data.
 	DataDir string
-	// SnowflakeEnabled turns snowflake mode on. Default false in this build.
+	// SnowflakeEnabled turns snowflake mode on. Default true (static worker ID 0).
 	SnowflakeEnabled bool
+	// WorkerIDSource is where the snowflake worker ID comes from: static
+	// (WorkerID), zookeeper (Leaf's node layout under ZK) or sql (a lease in the
+	// segment store). Default static.
+	WorkerIDSource string
+	// WorkerID is the static worker ID, 0..1023. Default 0. Two live servers
+	// with the same static worker ID issue duplicate IDs: keeping it unique
+	// (e.g. a StatefulSet ordinal) is the operator's job.
+	WorkerID int64
 	// WaitTimeout bounds how long a request waits for a segment load in flight
 	// before answering -3. Default 1 s.
 	WaitTimeout time.Duration
@@ -45,16 +53,18 @@ type Config struct {
 // embedded SQLite store under ./data with segment mode on.
 func DefaultConfig() Config {
 	return Config{
-		Listen:          "127.0.0.1:8080",
-		SegmentEnabled:  true,
-		Migrate:         true,
-		DataDir:         "./data",
-		WaitTimeout:     time.Second,
-		RefreshInterval: time.Minute,
-		ShutdownTimeout: 10 * time.Second,
-		DemoTag:         true,
-		LogFormat:       "text",
-		LogLevel:        "info",
+		Listen:           "127.0.0.1:8080",
+		SegmentEnabled:   true,
+		SnowflakeEnabled: true,
+		WorkerIDSource:   "static",
+		Migrate:          true,
+		DataDir:          "./data",
+		WaitTimeout:      time.Second,
+		RefreshInterval:  time.Minute,
+		ShutdownTimeout:  10 * time.Second,
+		DemoTag:          true,
+		LogFormat:        "text",
+		LogLevel:         "info",
 	}
 }
 
@@ -83,6 +93,8 @@ func parseConfig(args []string, getenv func(string) string, usage func(string)) 
 	fs.BoolVar(&cfg.Migrate, "migrate", cfg.Migrate, "apply the embedded migrations at start")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the SQLite file and local state")
 	fs.BoolVar(&cfg.SnowflakeEnabled, "snowflake", cfg.SnowflakeEnabled, "enable snowflake mode")
+	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static")
+	fs.Int64Var(&cfg.WorkerID, "worker-id", cfg.WorkerID, "static snowflake worker ID 0..1023 (unique per live server: your responsibility)")
 	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", cfg.WaitTimeout, "longest wait for a segment load before answering -3")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", cfg.RefreshInterval, "how often the biz_tag list is re-read")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest graceful drain on SIGTERM")
@@ -135,6 +147,16 @@ func (c Config) validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if c.SnowflakeEnabled {
+		switch c.WorkerIDSource {
+		case "static":
+			if c.WorkerID < 0 || c.WorkerID > 1023 {
+				errs = append(errs, fmt.Errorf("--worker-id %d: want 0..1023", c.WorkerID))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("--worker-id-source %q: want static", c.WorkerIDSource))
+		}
 	}
 	if !c.SegmentEnabled && !c.SnowflakeEnabled {
 		errs = append(errs, errors.New("both modes are disabled: enable --segment or --snowflake"))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/faultproxy"
+	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -34,6 +35,15 @@ func TestDefaultStartServesDemoTag(t *testing.T) {
 	}
 	if elapsed := time.Since(start); elapsed > 10*time.Second {
 		t.Errorf("first IDs took %v, want under 10s", elapsed)
+	}
+	// Snowflake mode is on by default with static worker ID 0.
+	status, body, err := p.get(t.Context(), "/api/snowflake/get/anything")
+	sf, perr := strconv.ParseInt(body, 10, 64)
+	if err != nil || status != 200 || perr != nil {
+		t.Fatalf("GET /api/snowflake/get/anything = %d %q %v, want 200 and an ID", status, body, err)
+	}
+	if parts := snowflake.DefaultLayout().Decompose(sf); parts.Worker != 0 || time.Since(parts.Time()).Abs() > time.Minute {
+		t.Errorf("snowflake ID %d decodes to %+v, want worker 0 and about now", sf, parts)
 	}
 	if !strings.Contains(p.logs(), "inserted the demo tag") {
 		t.Errorf("log does not say the demo tag was inserted:\n%s", p.logs())

@@ -69,6 +69,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()))
 	}
 
+	if cfg.SnowflakeEnabled {
+		gen, err := startSnowflake(ctx, cfg, log)
+		if err != nil {
+			return fmt.Errorf("start snowflake mode: %w", err)
+		}
+		deps.Snowflake, deps.SnowflakeSource = gen, cfg.WorkerIDSource
+	}
+
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
