@@ -53,8 +53,10 @@ var (
 // and errors.Is matches it; Behind is how far behind the clock was at the last reading (a
 // caller may use it as a Retry-After hint).
 type ClockBackwardsError struct {
+	// Behind is how far the clock read behind the limit, in the layout's resolution (ms).
 	Behind time.Duration
-	Err    error
+	// Err is the sentinel: ErrClockBehind, ErrClockBackwards or ErrClockBehindMark.
+	Err error
 }
 
 // Error implements error.

@@ -98,6 +98,7 @@ func connect(t testing.TB, addr string) *zk.Conn {
 // nopLogger silences go-zookeeper's connection log.
 type nopLogger struct{}
 
+// Printf implements zk.Logger and discards the line.
 func (nopLogger) Printf(string, ...any) {}
 
 // DeleteTree deletes p and everything below it; a missing p is not an error.

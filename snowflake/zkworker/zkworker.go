@@ -285,6 +285,7 @@ func firstIPv4() (string, error) {
 // zkLogger sends go-zookeeper's log lines to slog at debug level.
 type zkLogger struct{ l *slog.Logger }
 
+// Printf implements zk.Logger.
 func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Debug("zookeeper: " + fmt.Sprintf(format, args...))
 }
