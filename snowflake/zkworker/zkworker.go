@@ -502,7 +502,8 @@ func (w *Worker) fromCache(ctx context.Context) error {
 	if err := w.waitForClock(ctx, mark, w.cachePath); err != nil {
 		return err
 	}
-	w.id, w.source, w.loaded = id, SourceCache, mark
+	w.id, w.source, w.loaded, w.node = id, SourceCache, mark, ""
+	w.uploaded.Store(0)
 	if !mark.IsZero() {
 		w.mark.Store(mark.UnixMilli())
 	}
