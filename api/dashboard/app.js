@@ -6,6 +6,7 @@
 (function () {
   const POLL_MS = 1000;
   const SNOWFLAKE_POLL_MS = 5000;
+  const SNOWFLAKE_OFF_POLL_MS = 30000; // a mode that is off rarely comes on
 
   // Snowflake layout, Twitter's default; replaced by the server's when
   // snowflake mode is on. Widths are in bits.
@@ -231,7 +232,7 @@
     }
     $("sf-off").hidden = on;
     $("sf-status").hidden = !on;
-    setTimeout(pollSnowflake, SNOWFLAKE_POLL_MS);
+    setTimeout(pollSnowflake, on ? SNOWFLAKE_POLL_MS : SNOWFLAKE_OFF_POLL_MS);
   }
 
   // ---- ID inspector -------------------------------------------------------
