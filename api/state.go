@@ -130,9 +130,10 @@ func (h *tagHistory) add(now time.Time, st segment.BufferStats) float64 {
 		cut = len(h.samples) - maxSamples
 	}
 	h.samples = h.samples[cut:]
+	// The snapshot counts even when it was too close to be kept.
 	first := h.samples[0]
 	dt := now.Sub(first.at).Seconds()
-	if len(h.samples) < 2 || dt <= 0 {
+	if dt <= 0 {
 		return 0
 	}
 	return float64(st.Issued-first.issued) / dt
