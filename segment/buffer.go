@@ -22,6 +22,9 @@ type segment struct {
 	// prefetchAfter is the used count past which the idle part, max minus
 	// the next value, is below 0.9*step (Leaf: getIdle() < 0.9*getStep()).
 	prefetchAfter int64
+	// pad fills the struct to one 64-byte cache line, so that the atomic
+	// add of a hot segment does not share its line with another object.
+	_ [24]byte
 }
 
 func newSegment(start, max, step int64) *segment {

@@ -352,8 +352,14 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		default:
 			call.err = fmt.Errorf("%w: load %q: %w", ErrNoSegment, b.tag, err)
 		}
-		defer g.log.Warn("segment: load failed", "biz_tag", b.tag, "first", first,
-			"failures", b.failures, "retry_in", backoff, "err", err)
+		if g.root.Err() == nil { // not cancelled by Close
+			level := slog.LevelWarn
+			if errors.Is(err, ErrRewound) || errors.Is(err, store.ErrOverflow) {
+				level = slog.LevelError // no ID for this tag until an operator acts
+			}
+			defer g.log.Log(context.Background(), level, "segment: load failed", "biz_tag", b.tag,
+				"first", first, "failures", b.failures, "retry_in", backoff, "err", err)
+		}
 	}
 	if drop {
 		// Before waking the waiters, so that none of them can still

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -129,6 +130,9 @@ func (d *testDB) lockRow(t testing.TB, tag string) (release func()) {
 // newGen starts a Generator that is closed when the test ends.
 func newGen(t testing.TB, st segment.Store, cfg segment.Config) *segment.Generator {
 	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}
 	g, err := segment.New(context.Background(), st, cfg)
 	if err != nil {
 		t.Fatalf("segment.New: %v", err)

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/leaf-go/leaf/store"
 )
@@ -109,5 +110,11 @@ func TestBackoff(t *testing.T) {
 				t.Fatalf("backoff(%d) = %v, want in [%v, %v]", tt.give, got, tt.min, tt.max)
 			}
 		}
+	}
+}
+
+func TestSegmentFillsCacheLine(t *testing.T) {
+	if got := unsafe.Sizeof(segment{}); got != 64 {
+		t.Fatalf("unsafe.Sizeof(segment{}) = %d, want 64 (one cache line)", got)
 	}
 }

@@ -1,12 +1,29 @@
 // Package segment hands out IDs from database-reserved segments, as Leaf's
 // SegmentIDGenImpl does.
 //
-// Per biz_tag a Buffer (Leaf's SegmentBuffer) holds two segments, current and
+// Per biz_tag a buffer (Leaf's SegmentBuffer) holds two segments, current and
 // next. IDs come from the current one by a single atomic add, with no lock.
 // Once more than 10% of it is used one background load reserves the next
 // segment [max_id-step, max_id) in one transaction. When current runs dry the
 // buffer switches to next; a caller that finds no next waits for the load in
 // flight, bounded by Config.WaitTimeout and its context, then gets ErrNoSegment.
+//
+// The step adapts as Leaf's: doubled when the previous load was less than 15
+// minutes ago (up to 1,000,000), halved after 30 minutes, never below the
+// step column, which is re-read on every load and never written.
+//
+// Error codes, as Leaf's: -1 (ErrNotInitialized) only for a tag not in the
+// cache while the tag list was never read and the database does not answer;
+// -2 (ErrTagNotFound) for a tag without a row; -3 (ErrNoSegment) when no
+// segment is ready, including a first load of a known tag that failed (Leaf
+// answers -3 there too).
+//
+// Deliberately unlike Leaf: a tag missing from the cache is looked up in the
+// database at once (rate-limited) instead of waiting up to a minute for the
+// refresh; a failed load backs off exponentially instead of being retried on
+// every request; a step below the step column (raised by an operator) is
+// lifted to it; a segment with IDs below 1 is cut at 1 (refused if empty);
+// and a segment starting below a max_id already seen is refused (ErrRewound).
 //
 // The package is pure: it talks to the database only through the Store
 // interface and exposes its state through Generator.Stats.
@@ -99,16 +116,30 @@ func (SystemClock) Sleep(d time.Duration) { time.Sleep(d) }
 // Defaults used for zero fields of Config. The step and window values are
 // Leaf's (SegmentIDGenImpl.MAX_STEP and SEGMENT_DURATION).
 const (
-	DefaultWaitTimeout     = time.Second
+	// DefaultWaitTimeout is Config.WaitTimeout's default: 1 s.
+	DefaultWaitTimeout = time.Second
+	// DefaultRefreshInterval is Config.RefreshInterval's default: 60 s, as
+	// Leaf's updateCacheFromDbAtEveryMinute.
 	DefaultRefreshInterval = 60 * time.Second
-	DefaultLoadTimeout     = 5 * time.Second
-	DefaultMissLookupRate  = 10.0
+	// DefaultLoadTimeout is Config.LoadTimeout's default: 5 s.
+	DefaultLoadTimeout = 5 * time.Second
+	// DefaultMissLookupRate is Config.MissLookupRate's default, in lookups
+	// per second.
+	DefaultMissLookupRate = 10.0
+	// DefaultMissLookupBurst is Config.MissLookupBurst's default, in lookups.
 	DefaultMissLookupBurst = 20
-	DefaultRetryMin        = 100 * time.Millisecond
-	DefaultRetryMax        = 10 * time.Second
-	DefaultMaxStep         = 1_000_000
-	DefaultGrowWindow      = 15 * time.Minute
-	DefaultShrinkWindow    = 30 * time.Minute
+	// DefaultRetryMin is Config.RetryMin's default: 100 ms.
+	DefaultRetryMin = 100 * time.Millisecond
+	// DefaultRetryMax is Config.RetryMax's default: 10 s.
+	DefaultRetryMax = 10 * time.Second
+	// DefaultMaxStep is Config.MaxStep's default, in IDs (Leaf's MAX_STEP).
+	DefaultMaxStep = 1_000_000
+	// DefaultGrowWindow is Config.GrowWindow's default: 15 min (Leaf's
+	// SEGMENT_DURATION).
+	DefaultGrowWindow = 15 * time.Minute
+	// DefaultShrinkWindow is Config.ShrinkWindow's default: 30 min (twice
+	// Leaf's SEGMENT_DURATION).
+	DefaultShrinkWindow = 30 * time.Minute
 )
 
 // Config tunes a Generator. The zero value means the defaults; New returns an

@@ -1,0 +1,90 @@
+package segment_test
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store"
+)
+
+// The Get benchmarks sit next to a bare atomic add, the floor of any shared
+// counter, so that their ratio can be read from one run:
+//
+//	go test -run '^$' -bench . -benchmem ./segment/
+//
+// The tag's step is the largest the step column holds, so loads are rare
+// (the first prefetch comes after 10% of 2^31 IDs).
+
+func BenchmarkAtomicAdd(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		var n atomic.Int64
+		b.ReportAllocs()
+		for b.Loop() {
+			n.Add(1)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var n atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				n.Add(1)
+			}
+		})
+	})
+}
+
+// BenchmarkMapAtomicAdd is the floor of any counter chosen by a string key:
+// a lock-free map lookup (copy-on-write map behind an atomic pointer, as the
+// generator's cache) plus the atomic add.
+func BenchmarkMapAtomicAdd(b *testing.B) {
+	type counter struct{ n atomic.Int64 }
+	m := map[string]*counter{"bench": {}, "other": {}}
+	var p atomic.Pointer[map[string]*counter]
+	p.Store(&m)
+	tag := "bench"
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			(*p.Load())[tag].n.Add(1)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				(*p.Load())[tag].n.Add(1)
+			}
+		})
+	})
+}
+
+func BenchmarkGet(b *testing.B) {
+	db := openDB(b, sqliteDB.dsn(b))
+	db.create(b, "bench", 1, store.MaxStep)
+	g := newGen(b, db.st, segment.Config{Logger: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+	mustGet(b, g, "bench")
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := g.Get(ctx, "bench"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := g.Get(ctx, "bench"); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}

@@ -1,0 +1,70 @@
+package segment_test
+
+import (
+	"context"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/leaf-go/leaf/internal/clocktest"
+	"github.com/leaf-go/leaf/segment"
+)
+
+// TestStatsView: Stats shows Leaf's /cache columns (init, next, pos, both
+// segments) plus what a rate and a runway need.
+func TestStatsView(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	db.create(t, "v", 1, 100)
+	db.create(t, "idle", 1, 100)
+	g := newGen(t, db.st, segment.Config{Clock: clocktest.New(t0)})
+
+	if st, ok := statsOf(g, "idle"); !ok || st.InitOK || st.Issued != 0 {
+		t.Fatalf("Stats of an unused tag = %+v, %v; want cached, not initialised", st, ok)
+	}
+	mustGet(t, g, "v")
+	st, _ := statsOf(g, "v")
+	want := segment.SegmentStats{Value: 2, Max: 101, Step: 100}
+	if !st.InitOK || st.NextReady || st.Pos != 0 || st.Segments[0] != want || st.Issued != 1 || st.Remaining != 99 {
+		t.Fatalf("Stats after 1 ID = %+v, want init, pos 0, segment %+v, issued 1, remaining 99", st, want)
+	}
+	if !st.LastLoad.Equal(t0) || st.Step != 100 || st.MinStep != 100 {
+		t.Fatalf("Stats LastLoad %v Step %d MinStep %d, want %v, 100, 100", st.LastLoad, st.Step, st.MinStep, t0)
+	}
+	for range 10 {
+		mustGet(t, g, "v")
+	}
+	st = waitNextReady(t, g, "v")
+	if want := (segment.SegmentStats{Value: 101, Max: 201, Step: 100}); st.Segments[1] != want || st.Remaining != 189 {
+		t.Fatalf("Stats with next ready = %+v, want Segments[1] %+v, remaining 189", st, want)
+	}
+	for range 90 {
+		mustGet(t, g, "v")
+	}
+	st, _ = statsOf(g, "v")
+	// switched: pos 1; slot 0 shows the spent segment, as Leaf's /cache does
+	if st.Pos != 1 || st.NextReady || st.Segments[1].Value != 102 || st.Segments[0].Idle() != 0 || st.Issued != 101 {
+		t.Fatalf("Stats after the switch = %+v, want pos 1, Segments[1].Value 102, Segments[0] spent, issued 101", st)
+	}
+	if got := g.Stats(); len(got) != 2 || got[0].BizTag != "idle" || got[1].BizTag != "v" {
+		t.Fatalf("Stats() tags = %v, want [idle v] sorted", got)
+	}
+}
+
+// TestCloseLeavesNoGoroutine: after Close the generator's refresh loop and
+// loads are gone (TestMain checks the whole package again at the end).
+func TestCloseLeavesNoGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	db := openDB(t, sqliteDB.dsn(t))
+	db.create(t, "l", 1, 10)
+	g, err := segment.New(context.Background(), db.st, segment.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 55 { // several prefetches
+		mustGet(t, g, "l")
+	}
+	g.Close()
+	db.st.Close()
+	db.raw.Close()
+}
