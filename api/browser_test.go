@@ -188,6 +188,29 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("decode 1724551110457221119: %s = %q, want %q", tt.sel, got, tt.want)
 		}
 	}
+	// The largest ID: every bit but the sign set, exact only with BigInt.
+	if err := chromedp.Do(step,
+		chromedp.SetValue(chromedp.CSS("#decode-id"), "9223372036854775807"),
+		chromedp.Click(chromedp.CSS("#decode-form button")),
+	); err != nil {
+		t.Fatalf("decode max: %v", err)
+	}
+	for _, tt := range []struct{ sel, want string }{
+		{"#r-id", "9223372036854775807"},
+		{"#r-ts", "3487858230208 ms"}, // epoch + 2^41 - 1
+		{"#r-worker", "1023"},
+		{"#r-seq", "4095"},
+	} {
+		if got := text(tt.sel); got != tt.want {
+			t.Errorf("decode 2^63-1: %s = %q, want %q", tt.sel, got, tt.want)
+		}
+	}
+	if err := chromedp.Do(step,
+		chromedp.SetValue(chromedp.CSS("#decode-id"), "1724551110457221119"),
+		chromedp.Click(chromedp.CSS("#decode-form button")),
+	); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
 	bits, err := chromedp.Run(step, chromedp.Evaluate[map[string]int](`(() => {
 		const n = {};
 		for (const g of document.querySelectorAll("#bits .bit-group")) {

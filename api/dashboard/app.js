@@ -6,7 +6,7 @@
 (function () {
   const POLL_MS = 1000;
   const SNOWFLAKE_POLL_MS = 5000;
-  const SNOWFLAKE_OFF_POLL_MS = 30000; // a mode that is off rarely comes on
+  const MODE_OFF_POLL_MS = 30000; // a mode that is off rarely comes on
 
   // Snowflake layout, Twitter's default; replaced by the server's when
   // snowflake mode is on. Widths are in bits.
@@ -171,11 +171,13 @@
   }
 
   async function pollBuffers() {
+    let next = POLL_MS;
     try {
       const resp = await fetch("/api/v1/segment/buffers", { cache: "no-store" });
       if (resp.status === 503 || resp.status === 404) {
         $("segment-off").hidden = false;
         $("buffers").hidden = true;
+        next = MODE_OFF_POLL_MS;
       } else if (resp.ok) {
         $("segment-off").hidden = true;
         $("buffers").hidden = false;
@@ -191,7 +193,7 @@
       r.textContent = "disconnected: " + e.message;
       r.classList.add("error");
     }
-    setTimeout(pollBuffers, POLL_MS);
+    setTimeout(pollBuffers, next);
   }
 
   // ---- snowflake status ---------------------------------------------------
@@ -232,7 +234,7 @@
     }
     $("sf-off").hidden = on;
     $("sf-status").hidden = !on;
-    setTimeout(pollSnowflake, on ? SNOWFLAKE_POLL_MS : SNOWFLAKE_OFF_POLL_MS);
+    setTimeout(pollSnowflake, on ? SNOWFLAKE_POLL_MS : MODE_OFF_POLL_MS);
   }
 
   // ---- ID inspector -------------------------------------------------------
