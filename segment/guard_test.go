@@ -3,10 +3,12 @@ package segment_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/leaf-go/leaf/internal/clocktest"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store"
 )
 
 // TestIDsPositive: a row whose max_id - step is below 1 never yields an ID
@@ -144,5 +146,24 @@ func TestCode(t *testing.T) {
 		if got := segment.Code(tt.give); got != tt.want {
 			t.Errorf("Code(%v) = %d, want %d", tt.give, got, tt.want)
 		}
+	}
+}
+
+// TestOverflowRefused: a row whose max_id + step would pass the int64
+// maximum gives -3 with the store's overflow error, never a wrapped ID.
+func TestOverflowRefused(t *testing.T) {
+	t.Parallel()
+	for _, k := range allDBs {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			db := openDB(t, k.dsn(t))
+			db.create(t, "big", 1, 10)
+			db.exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'big'", int64(math.MaxInt64-5))
+			g := newGen(t, db.st, segment.Config{})
+			id, err := g.Get(context.Background(), "big")
+			if !errors.Is(err, store.ErrOverflow) || segment.Code(err) != -3 {
+				t.Fatalf("Get(%q) = %d, %v, want store.ErrOverflow as -3", "big", id, err)
+			}
+		})
 	}
 }

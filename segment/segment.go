@@ -95,6 +95,9 @@ type Store interface {
 	Tags(ctx context.Context) ([]string, error)
 }
 
+// Every store.Store (postgres, mysql, sqlite) is a Store.
+var _ Store = store.Store(nil)
+
 // Clock is the generator's source of time, injected so that tests can move
 // time by hand. Now must be safe for concurrent use. The generator uses Now
 // for the dynamic step, backoff and the miss-lookup rate limiter; it never
