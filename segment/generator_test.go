@@ -705,3 +705,56 @@ func TestDatabaseCut(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestWaitsThroughSlowDatabase: with 50 ms of latency added by a real proxy
+// in front of PostgreSQL and a step of 10, callers keep running dry and wait
+// for the load in flight; none fails, none spins, all IDs are unique.
+func TestWaitsThroughSlowDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	direct := postgresDB.dsn(t)
+	db := openDB(t, direct)
+	db.create(t, "lag", 1, 10)
+	var px *faultproxy.Proxy
+	proxied := viaProxy(t, direct, func(upstream string) string {
+		px = faultproxy.Start(t, upstream)
+		return px.Addr()
+	})
+	st, err := dsn.Open(ctx, proxied, false)
+	if err != nil {
+		t.Fatalf("open via proxy: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cs := &countingStore{Store: st}
+	g := newGen(t, cs, segment.Config{WaitTimeout: 5 * time.Second})
+	mustGet(t, g, "lag")
+	px.Delay(t, 50*time.Millisecond)
+
+	const workers, each = 16, 100
+	var mu sync.Mutex
+	seen := map[int64]bool{1: true}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				id, err := g.Get(ctx, "lag")
+				if err != nil {
+					t.Errorf("Get(%q) = %v, want an ID", "lag", err)
+					return
+				}
+				mu.Lock()
+				if seen[id] {
+					t.Errorf("ID %d handed out twice", id)
+				}
+				seen[id] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d IDs through a 50ms link in %v with %d allocations", len(seen), time.Since(start), cs.allocs.Load())
+	if len(seen) != workers*each+1 {
+		t.Fatalf("got %d IDs, want %d", len(seen), workers*each+1)
+	}
+}
