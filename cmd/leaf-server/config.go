@@ -33,6 +33,18 @@ type Config struct {
 	// with the same static worker ID issue duplicate IDs: keeping it unique
 	// (e.g. a StatefulSet ordinal) is the operator's job.
 	WorkerID int64
+	// ZK is the ZooKeeper ensemble for --worker-id-source zookeeper,
+	// host:port[,host:port…] (Leaf's leaf.snowflake.zk.address).
+	ZK string
+	// LeafName is Leaf's leaf.name: the namespace /snowflake/<leaf-name>/ in
+	// ZooKeeper. Default com.sankuai.leaf.opensource.test (Leaf's sample).
+	LeafName string
+	// AdvertiseIP is the IP registered in ZooKeeper; empty means the first
+	// non-loopback IPv4 address, as Leaf does.
+	AdvertiseIP string
+	// SnowflakePort is the port label registered with the IP (Leaf's
+	// leaf.snowflake.port); empty means the port of Listen.
+	SnowflakePort string
 	// WaitTimeout bounds how long a request waits for a segment load in flight
 	// before answering -3. Default 1 s.
 	WaitTimeout time.Duration
@@ -93,7 +105,11 @@ func parseConfig(args []string, getenv func(string) string, usage func(string)) 
 	fs.BoolVar(&cfg.Migrate, "migrate", cfg.Migrate, "apply the embedded migrations at start")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the SQLite file and local state")
 	fs.BoolVar(&cfg.SnowflakeEnabled, "snowflake", cfg.SnowflakeEnabled, "enable snowflake mode")
-	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static")
+	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static or zookeeper")
+	fs.StringVar(&cfg.ZK, "zk", cfg.ZK, "ZooKeeper address(es) host:port[,host:port] for --worker-id-source zookeeper")
+	fs.StringVar(&cfg.LeafName, "leaf-name", cfg.LeafName, "Leaf's leaf.name: ZooKeeper namespace /snowflake/<leaf-name>")
+	fs.StringVar(&cfg.AdvertiseIP, "advertise-ip", cfg.AdvertiseIP, "IP registered in ZooKeeper (default: first non-loopback IPv4)")
+	fs.StringVar(&cfg.SnowflakePort, "snowflake-port", cfg.SnowflakePort, "port label registered in ZooKeeper (default: the --listen port)")
 	fs.Int64Var(&cfg.WorkerID, "worker-id", cfg.WorkerID, "static snowflake worker ID 0..1023 (unique per live server: your responsibility)")
 	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", cfg.WaitTimeout, "longest wait for a segment load before answering -3")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", cfg.RefreshInterval, "how often the biz_tag list is re-read")
@@ -154,8 +170,15 @@ func (c Config) validate() error {
 			if c.WorkerID < 0 || c.WorkerID > 1023 {
 				errs = append(errs, fmt.Errorf("--worker-id %d: want 0..1023", c.WorkerID))
 			}
+		case "zookeeper":
+			if c.ZK == "" {
+				errs = append(errs, errors.New("--worker-id-source zookeeper needs --zk host:port"))
+			}
+			if c.LeafName == "" || strings.Contains(c.LeafName, "/") {
+				errs = append(errs, fmt.Errorf("--leaf-name %q: want a non-empty name without /", c.LeafName))
+			}
 		default:
-			errs = append(errs, fmt.Errorf("--worker-id-source %q: want static", c.WorkerIDSource))
+			errs = append(errs, fmt.Errorf("--worker-id-source %q: want static or zookeeper", c.WorkerIDSource))
 		}
 	}
 	if !c.SegmentEnabled && !c.SnowflakeEnabled {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,11 +15,14 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-zookeeper/zk"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/faultproxy"
+	"github.com/leaf-go/leaf/internal/zktest"
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/zkworker"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -400,4 +405,63 @@ func inRanges(rs []idRange, id int64) bool {
 		return 0
 	})
 	return i < len(rs) && rs[i].lo <= id && id < rs[i].hi
+}
+
+// TestZooKeeperWorkerIDs: two leaf-server processes plus a node written by
+// hand in Leaf's format share one namespace and get three different worker
+// IDs; a restarted server keeps its worker ID.
+func TestZooKeeperWorkerIDs(t *testing.T) {
+	addr := zktest.Addr(t)
+	name := zktest.Name(t, addr)
+	conn := zktest.Conn(t, addr)
+	base := "/snowflake/" + name + "/forever"
+	for _, p := range []string{"/snowflake", "/snowflake/" + name, base} {
+		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+	javaData := fmt.Sprintf(`{"ip":"10.9.9.9","port":"8080","timestamp":%d}`, time.Now().UnixMilli())
+	javaNode, err := conn.Create(base+"/10.9.9.9:8080-", []byte(javaData), zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatalf("create Leaf's node: %v", err)
+	}
+	_, javaSeq, _ := zkworker.ParseNodeName(javaNode[strings.LastIndex(javaNode, "/")+1:])
+
+	args := func(port string) []string {
+		return []string{"--worker-id-source", "zookeeper", "--zk", addr, "--leaf-name", name,
+			"--advertise-ip", "127.0.0.1", "--snowflake-port", port, "--segment=false"}
+	}
+	workerOf := func(p *proc) int64 {
+		t.Helper()
+		status, body, err := p.get(t.Context(), "/api/v1/snowflake/status")
+		if err != nil || status != 200 {
+			t.Fatalf("status = %d %s %v", status, body, err)
+		}
+		var st struct {
+			WorkerID int64 `json:"workerId"`
+		}
+		if err := json.Unmarshal([]byte(body), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.WorkerID
+	}
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a := startServer(t, dirA, args("7001")...)
+	b := startServer(t, dirB, args("7002")...)
+	wa, wb := workerOf(a), workerOf(b)
+	if wa == wb || wa == javaSeq || wb == javaSeq {
+		t.Fatalf("worker IDs: server A %d, server B %d, Leaf's node %d; want three different", wa, wb, javaSeq)
+	}
+	for _, p := range []*proc{a, b} {
+		status, body, _ := p.get(t.Context(), "/api/snowflake/get/x")
+		id, _ := strconv.ParseInt(body, 10, 64)
+		if want := workerOf(p); status != 200 || snowflake.Decompose(id).Worker != want {
+			t.Errorf("snowflake ID %q from worker %d decodes to worker %d", body, want, snowflake.Decompose(id).Worker)
+		}
+	}
+	a.kill9()
+	a2 := startServer(t, dirA, args("7001")...)
+	if got := workerOf(a2); got != wa {
+		t.Errorf("restarted server has worker ID %d, want its old %d", got, wa)
+	}
 }

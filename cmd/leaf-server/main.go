@@ -70,11 +70,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 
 	if cfg.SnowflakeEnabled {
-		gen, err := startSnowflake(ctx, cfg, log)
+		sf, err := startSnowflake(ctx, cfg, log)
 		if err != nil {
 			return fmt.Errorf("start snowflake mode: %w", err)
 		}
-		deps.Snowflake, deps.SnowflakeSource = gen, cfg.WorkerIDSource
+		defer sf.close()
+		deps.Snowflake, deps.SnowflakeSource, deps.SnowflakeState = sf.gen, cfg.WorkerIDSource, sf.state
 	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
