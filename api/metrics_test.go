@@ -21,6 +21,7 @@ import (
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/faultproxy"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -273,9 +274,10 @@ func TestMetricsHTTPLabels(t *testing.T) {
 	}
 }
 
-// TestMetricsPromtool runs `promtool check metrics` on /metrics of a server
-// that has served two tags and refused an unknown one.
-func TestMetricsPromtool(t *testing.T) {
+// promtoolCheck runs `promtool check metrics` on an exposition. Without
+// promtool the test is skipped, or fails under CI=true.
+func promtoolCheck(t *testing.T, exposition string) {
+	t.Helper()
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -283,6 +285,18 @@ func TestMetricsPromtool(t *testing.T) {
 		}
 		t.Skip("promtool not found; install it with `apt-get install -y --no-install-recommends prometheus`")
 	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(exposition)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out.String())
+	}
+}
+
+// TestMetricsPromtool runs `promtool check metrics` on /metrics of a server
+// that has served two tags and refused an unknown one.
+func TestMetricsPromtool(t *testing.T) {
 	s := newOpsServer(t, dbtest.SQLite(t), segment.Config{},
 		store.Row{BizTag: "alpha", MaxID: 1, Step: 100}, store.Row{BizTag: "beta", MaxID: 1, Step: 100})
 	s.get(t, "/api/segment/get/alpha")
@@ -299,13 +313,45 @@ func TestMetricsPromtool(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = strings.NewReader(got.body)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out.String())
+	promtoolCheck(t, got.body)
+}
+
+func TestSnowflakeMetrics(t *testing.T) {
+	gen, err := snowflake.New(t.Context(), snowflake.Settings{WorkerID: 237})
+	if err != nil {
+		t.Fatalf("snowflake.New: %v", err)
 	}
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: "static", Registerer: reg}))
+	defer srv.Close()
+	for range 5 {
+		if got := do(t, "GET", srv.URL+"/api/snowflake/get/x"); got.status != 200 {
+			t.Fatalf("GET /api/snowflake/get/x = %d %s", got.status, got.body)
+		}
+	}
+	tests := []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"leaf_snowflake_ids_issued_total", nil, 5},
+		{"leaf_snowflake_worker_id", []string{"source", "static"}, 237},
+		{"leaf_snowflake_clock_backward_events_total", nil, 0},
+		{"leaf_snowflake_high_water_stores_total", []string{"result", "error"}, 0},
+	}
+	for _, tt := range tests {
+		if got, ok := value(t, reg, tt.name, tt.labels...); !ok || got != tt.want {
+			t.Errorf("%s%q = %v (found %v), want %v", tt.name, tt.labels, got, ok, tt.want)
+		}
+	}
+	if v, _ := value(t, reg, "leaf_snowflake_last_issued_timestamp_seconds"); time.Since(time.Unix(int64(v), 0)) > time.Minute {
+		t.Errorf("leaf_snowflake_last_issued_timestamp_seconds = %v, want about now", v)
+	}
+	got := do(t, "GET", srv.URL+"/metrics")
+	if strings.Contains(got.body, "leaf_segment_") {
+		t.Errorf("/metrics with segment mode off has leaf_segment_ series")
+	}
+	promtoolCheck(t, got.body)
 }
 
 // TestMetricsDatabaseCut cuts PostgreSQL under a served tag: the runway

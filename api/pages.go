@@ -59,6 +59,13 @@ func newOps(h *handler) *ops {
 		o.metrics.segErrs = newTagErrors(o.tracker.isServed)
 		reg.MustRegister(newSegmentCollector(o.tracker, o.metrics.segErrs, h.d.Loads))
 	}
+	if h.d.Snowflake != nil {
+		source := h.d.SnowflakeSource
+		if source == "" {
+			source = "unknown"
+		}
+		reg.MustRegister(newSnowflakeCollector(h.d.Snowflake, source, h.d.Now))
+	}
 	return o
 }
 
