@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leaf-go/leaf/segment"
@@ -36,6 +37,8 @@ type tracker struct {
 	// servedAt.
 	served   map[string]bool
 	servedAt time.Time
+	// refreshing is true while isServed takes a snapshot.
+	refreshing atomic.Bool
 }
 
 type tagHistory struct {
@@ -139,23 +142,23 @@ func (h *tagHistory) add(now time.Time, st segment.BufferStats) float64 {
 	return float64(st.Issued-first.issued) / dt
 }
 
-// isServed reports whether tag was InitOK in a snapshot at most
-// knownStaleAfter old, taking a new one if needed.
+// isServed reports whether tag was InitOK in the last snapshot. A tag not
+// in it is looked up again in a new snapshot when the last one is older than
+// knownStaleAfter; one caller takes it while the others answer from the old
+// one, so that a storm of errors costs at most a few Stats calls a second.
 func (t *tracker) isServed(tag string) bool {
 	t.mu.Lock()
-	fresh := t.now().Sub(t.servedAt) < knownStaleAfter
 	ok := t.served[tag]
+	stale := t.now().Sub(t.servedAt) >= knownStaleAfter
 	t.mu.Unlock()
-	if fresh && ok {
-		return true
+	if ok || !stale || !t.refreshing.CompareAndSwap(false, true) {
+		return ok
 	}
-	if !fresh {
-		t.sample()
-		t.mu.Lock()
-		ok = t.served[tag]
-		t.mu.Unlock()
-	}
-	return ok
+	defer t.refreshing.Store(false)
+	t.sample()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.served[tag]
 }
 
 // The JSON of GET /api/v1/segment/buffers. IDs and counters that can pass
