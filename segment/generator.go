@@ -52,7 +52,8 @@ type Generator struct {
 // once, synchronously (Leaf's init); if that fails it logs the error and
 // still returns the generator with Ready() false: tags then become known by
 // miss lookups and by the refresh loop, which re-reads the list every
-// Config.RefreshInterval. New returns an error only for a nil store or an
+// Config.RefreshInterval (after a failure sooner, with the RetryMin..RetryMax
+// backoff). New returns an error only for a nil store or an
 // invalid Config. ctx bounds the first tag read only. Call Close when done.
 func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 	if st == nil {
@@ -498,17 +499,34 @@ func (g *Generator) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// refreshLoop re-reads the tag list every RefreshInterval; after a failure
+// it retries sooner, with the load backoff (RetryMin doubling up to
+// RetryMax), so that Ready turns true soon after the database comes back.
 func (g *Generator) refreshLoop() {
-	t := time.NewTicker(g.cfg.RefreshInterval)
-	defer t.Stop()
+	var failures int64
+	if !g.ready.Load() {
+		failures = 1
+	}
 	for {
+		wait := g.cfg.RefreshInterval
+		if failures > 0 {
+			wait = min(wait, g.backoff(failures))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-g.root.Done():
+			t.Stop()
 			return
 		case <-t.C:
-			if err := g.Refresh(g.root); err != nil && g.root.Err() == nil {
-				g.log.Warn("segment: tag refresh failed; keeping the cache", "err", err)
-			}
 		}
+		if err := g.Refresh(g.root); err != nil {
+			if g.root.Err() != nil {
+				return
+			}
+			failures++
+			g.log.Warn("segment: tag refresh failed; keeping the cache", "failures", failures, "err", err)
+			continue
+		}
+		failures = 0
 	}
 }

@@ -758,3 +758,38 @@ func TestWaitsThroughSlowDatabase(t *testing.T) {
 		t.Fatalf("got %d IDs, want %d", len(seen), workers*each+1)
 	}
 }
+
+// TestStartWithDatabaseDown: New succeeds with the database unreachable
+// (Ready false, -1 for tags it cannot look up), and becomes ready by itself
+// soon after the database is back, without waiting a full RefreshInterval.
+func TestStartWithDatabaseDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	direct := postgresDB.dsn(t)
+	db := openDB(t, direct)
+	db.create(t, "early", 1, 100)
+	var px *faultproxy.Proxy
+	proxied := viaProxy(t, direct, func(upstream string) string {
+		px = faultproxy.Start(t, upstream)
+		return px.Addr()
+	})
+	st, err := dsn.Open(ctx, proxied, false)
+	if err != nil {
+		t.Fatalf("open via proxy: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	px.Cut()
+	g := newGen(t, st, segment.Config{LoadTimeout: time.Second,
+		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	if g.Ready() {
+		t.Fatal("Ready() = true with the database cut")
+	}
+	if _, err := g.Get(ctx, "early"); segment.Code(err) != -1 {
+		t.Fatalf("Get(%q) with the database cut before any tag list = %v, want -1", "early", err)
+	}
+	px.Restore(t)
+	waitFor(t, "Ready after the database came back", g.Ready)
+	if id := mustGet(t, g, "early"); id < 1 {
+		t.Fatalf("Get(%q) = %d, want an ID", "early", id)
+	}
+}
