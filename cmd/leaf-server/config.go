@@ -4,9 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/leaf-go/leaf/store/dsn"
 )
 
 // Config is every setting of leaf-server. It starts from DefaultConfig, then
@@ -55,6 +58,9 @@ type Config struct {
 	// DemoTag inserts Leaf's sample row leaf-segment-test (max_id 1, step
 	// 2000) when leaf_alloc is empty. Default true.
 	DemoTag bool
+	// AdminToken enables the admin API (/api/v1/admin/…) with this bearer
+	// token; empty (the default) leaves those routes out. Never logged.
+	AdminToken string
 	// LogFormat is text or json. Default text.
 	LogFormat string
 	// LogLevel is debug, info, warn or error. Default info.
@@ -92,13 +98,26 @@ func (c Config) DSN() string {
 // errHelp is returned by parseConfig when -h was asked for; run exits 0.
 var errHelp = flag.ErrHelp
 
-// parseConfig fills a Config from defaults, then the LEAF_* variable of
-// every flag (LEAF_ plus the flag name upper-cased with - as _, e.g.
-// LEAF_SEGMENT_DSN), then the flags themselves.
-func parseConfig(args []string, getenv func(string) string, usage func(string)) (Config, error) {
-	cfg := DefaultConfig()
+// loaded is a parsed Config with where each value came from.
+type loaded struct {
+	Config
+	// sources maps a flag name to the source of its value: default, file
+	// <path> (<key>), env <NAME> or flag.
+	sources map[string]string
+	// warnings are unknown keys and dropped options, to be logged at start.
+	warnings []string
+	// configFile is the leaf.properties path given by --config, if any.
+	configFile string
+	// print asks run to print the effective config and exit.
+	print bool
+}
+
+// newFlagSet binds every setting of cfg to a flag.
+func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("leaf-server", flag.ContinueOnError)
 	fs.SetOutput(discard{})
+	fs.StringVar(configFile, "config", "", "Leaf leaf.properties file to read (keys leaf.name, leaf.segment.enable, leaf.jdbc.*, leaf.snowflake.*, server.port)")
+	fs.BoolVar(print, "print-config", false, "print the effective configuration with the source of every value, then exit")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address host:port")
 	fs.BoolVar(&cfg.SegmentEnabled, "segment", cfg.SegmentEnabled, "enable segment mode")
 	fs.StringVar(&cfg.SegmentDSN, "segment-dsn", cfg.SegmentDSN, "leaf_alloc store: sqlite:<path>, postgres://…, mysql://user:pass@tcp(host:port)/db (default sqlite:<data-dir>/leaf.db)")
@@ -111,36 +130,102 @@ func parseConfig(args []string, getenv func(string) string, usage func(string)) 
 	fs.StringVar(&cfg.AdvertiseIP, "advertise-ip", cfg.AdvertiseIP, "IP registered in ZooKeeper (default: first non-loopback IPv4)")
 	fs.StringVar(&cfg.SnowflakePort, "snowflake-port", cfg.SnowflakePort, "port label registered in ZooKeeper (default: the --listen port)")
 	fs.Int64Var(&cfg.WorkerID, "worker-id", cfg.WorkerID, "static snowflake worker ID 0..1023 (unique per live server: your responsibility)")
+	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer token for /api/v1/admin (admin API off when empty)")
 	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", cfg.WaitTimeout, "longest wait for a segment load before answering -3")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", cfg.RefreshInterval, "how often the biz_tag list is re-read")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest graceful drain on SIGTERM")
 	fs.BoolVar(&cfg.DemoTag, "demo-tag", cfg.DemoTag, "insert Leaf's sample tag leaf-segment-test when leaf_alloc is empty")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn, error")
+	return fs
+}
 
-	// Environment first, so that flags parsed afterwards win.
+// parseConfig fills a Config from, in rising precedence: DefaultConfig, a
+// Leaf leaf.properties file (--config or LEAF_CONFIG), the LEAF_* variable of
+// every flag (LEAF_ plus the flag name upper-cased with - as _, e.g.
+// LEAF_SEGMENT_DSN), and the flags themselves.
+func parseConfig(args []string, getenv func(string) string, usage func(string)) (loaded, error) {
+	// First pass: only to learn --config and whether -h was asked for.
+	var probe Config
+	var probeFile string
+	var probePrint bool
+	pfs := newFlagSet(&probe, &probeFile, &probePrint)
+	if err := pfs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(flagUsage(pfs))
+		}
+		return loaded{}, err
+	}
+	if pfs.NArg() > 0 {
+		return loaded{}, fmt.Errorf("unexpected arguments %q", pfs.Args())
+	}
+	if probeFile == "" {
+		probeFile = getenv("LEAF_CONFIG")
+	}
+
+	l := loaded{Config: DefaultConfig(), sources: map[string]string{}, configFile: probeFile}
+	var ignoredFile string
+	fs := newFlagSet(&l.Config, &ignoredFile, &l.print)
+	fs.VisitAll(func(f *flag.Flag) { l.sources[f.Name] = "default" })
 	var errs []error
+	if l.configFile != "" {
+		settings, warnings, err := readLeafProperties(l.configFile)
+		if err != nil {
+			return l, err
+		}
+		l.warnings = warnings
+		for _, st := range settings {
+			if err := fs.Set(st.flag, st.value); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: %w", l.configFile, st.key, err))
+			}
+			l.sources[st.flag] = "file " + l.configFile + " (" + st.key + ")"
+		}
+	}
+	// Environment next, so that flags parsed afterwards win.
 	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "config" {
+			return
+		}
 		name := envName(f.Name)
 		if v := getenv(name); v != "" {
 			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			}
+			l.sources[f.Name] = "env " + name
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
-		return cfg, err
+		return l, err
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(flagUsage(fs))
+		return l, err
+	}
+	// Visit on fs would also list what Set changed; pfs saw only the args.
+	pfs.Visit(func(f *flag.Flag) { l.sources[f.Name] = "flag" })
+	if l.configFile != "" && l.sources["config"] == "default" {
+		l.sources["config"] = "env LEAF_CONFIG"
+	}
+	return l, l.Config.validate()
+}
+
+// secretFlags are never printed or logged in clear.
+var secretFlags = map[string]bool{"admin-token": true}
+
+// printConfig writes every setting, its value (secrets hidden) and source.
+func (l loaded) printConfig(w io.Writer) {
+	fs := newFlagSet(&l.Config, &l.configFile, &l.print)
+	fs.VisitAll(func(f *flag.Flag) {
+		v := f.Value.String()
+		switch {
+		case f.Name == "print-config":
+			return
+		case secretFlags[f.Name] && v != "":
+			v = "<hidden>"
+		case f.Name == "segment-dsn":
+			v = dsn.Redact(l.DSN())
 		}
-		return cfg, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	return cfg, cfg.validate()
+		fmt.Fprintf(w, "%-18s %-45s %s\n", f.Name, v, l.sources[f.Name])
+	})
 }
 
 func (c Config) validate() error {

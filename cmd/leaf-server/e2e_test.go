@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
@@ -463,5 +465,74 @@ func TestZooKeeperWorkerIDs(t *testing.T) {
 	a2 := startServer(t, dirA, args("7001")...)
 	if got := workerOf(a2); got != wa {
 		t.Errorf("restarted server has worker ID %d, want its old %d", got, wa)
+	}
+}
+
+// leafDDL is the leaf_alloc table exactly as Leaf's scripts create it.
+const leafDDL = "CREATE TABLE `leaf_alloc` (\n" +
+	"  `biz_tag` varchar(128)  NOT NULL DEFAULT '',\n" +
+	"  `max_id` bigint(20) NOT NULL DEFAULT '1',\n" +
+	"  `step` int(11) NOT NULL,\n" +
+	"  `description` varchar(256)  DEFAULT NULL,\n" +
+	"  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n" +
+	"  PRIMARY KEY (`biz_tag`)\n" +
+	") ENGINE=InnoDB"
+
+// TestLeafPropertiesOnExistingMariaDB: Leaf's own leaf.properties with a
+// jdbc:mysql URL starts leaf-server against an existing Leaf database and
+// serves its leaf_alloc table unchanged.
+func TestLeafPropertiesOnExistingMariaDB(t *testing.T) {
+	d := dbtest.MySQL(t)
+	mc, err := mysql.ParseDSN(strings.TrimPrefix(d, "mysql://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, "mysql", d)
+	for _, s := range []string{leafDDL,
+		"INSERT INTO leaf_alloc(biz_tag, max_id, step, description) VALUES('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')",
+		"INSERT INTO leaf_alloc(biz_tag, max_id, step, description) VALUES('order', 5000001, 1000, 'live tag moved from Java Leaf')",
+	} {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	showCreate := func() string {
+		var name, ddl string
+		if err := db.QueryRow("SHOW CREATE TABLE leaf_alloc").Scan(&name, &ddl); err != nil {
+			t.Fatal(err)
+		}
+		return ddl
+	}
+	before := showCreate()
+	props := fmt.Sprintf(`leaf.name=com.sankuai.leaf.opensource.test
+leaf.segment.enable=true
+leaf.jdbc.url=jdbc:mysql://%s/%s?useUnicode=true&characterEncoding=utf8
+leaf.jdbc.username=%s
+leaf.jdbc.password=%s
+
+leaf.snowflake.enable=false
+#leaf.snowflake.zk.address=
+#leaf.snowflake.port=
+`, mc.Addr, mc.DBName, mc.User, mc.Passwd)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "leaf.properties")
+	if err := os.WriteFile(file, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startServer(t, dir, "--config", file)
+	if got := p.id(t, "leaf-segment-test"); got != 1 {
+		t.Errorf("first leaf-segment-test ID = %d, want 1", got)
+	}
+	if got := p.id(t, "order"); got != 5000001 {
+		t.Errorf("first order ID = %d, want 5000001 (continuing from Leaf's max_id)", got)
+	}
+	if status, body, _ := p.get(t.Context(), "/api/snowflake/get/x"); status != 503 {
+		t.Errorf("snowflake with leaf.snowflake.enable=false = %d %s, want 503", status, body)
+	}
+	if after := showCreate(); after != before {
+		t.Errorf("leaf_alloc changed:\nbefore %s\nafter  %s", before, after)
+	}
+	if mc.Passwd != "" && strings.Contains(p.logs(), mc.Passwd) {
+		t.Errorf("log shows the database password")
 	}
 }

@@ -23,7 +23,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil && !errors.Is(err, errHelp) {
 		fmt.Fprintln(os.Stderr, "leaf-server:", err)
@@ -37,12 +37,23 @@ var demoTag = store.Row{BizTag: "leaf-segment-test", MaxID: 1, Step: 2000, Descr
 
 // run starts the server and blocks until ctx is cancelled (SIGINT/SIGTERM),
 // then drains in-flight requests for at most ShutdownTimeout.
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	cfg, err := parseConfig(args, getenv, func(s string) { fmt.Fprint(stderr, s) })
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	l, err := parseConfig(args, getenv, func(s string) { fmt.Fprint(stderr, s) })
 	if err != nil {
 		return err
 	}
+	if l.print {
+		l.printConfig(stdout)
+		return nil
+	}
+	cfg := l.Config
 	log := newLogger(cfg, stderr)
+	for _, w := range l.warnings {
+		log.Warn("configuration", "warning", w)
+	}
+	if l.configFile != "" {
+		log.Info("read Leaf configuration", "file", l.configFile)
+	}
 
 	deps := api.Deps{Logger: log}
 	if cfg.SegmentEnabled {
