@@ -114,7 +114,8 @@ func (g *Generator) spawn(f func()) bool {
 }
 
 // Get returns the next ID of tag, always > 0 and never handed out before by
-// any generator sharing the database. The fast path is one atomic add with
+// any generator sharing the database. tag is an opaque string: validating it
+// is the caller's job. The fast path is one atomic add with
 // no lock and ignores ctx. When the current segment is spent Get switches to
 // the prefetched next one, or waits for the load in flight up to
 // Config.WaitTimeout (Config.LoadTimeout for the first segment of a tag) and

@@ -146,8 +146,8 @@ const (
 )
 
 // Config tunes a Generator. The zero value means the defaults; New returns an
-// error for negative durations, RetryMax < RetryMin or ShrinkWindow <
-// GrowWindow.
+// error for a negative duration, MaxStep or MissLookupBurst, for RetryMax <
+// RetryMin and for ShrinkWindow < GrowWindow.
 type Config struct {
 	// WaitTimeout bounds how long Get waits for the load in flight when the
 	// current segment is spent, measured on the real clock. Default 1 s.
