@@ -123,7 +123,8 @@ func (g *Generator) spawn(f func()) bool {
 //
 // Errors (see Code): ErrTagNotFound for a tag without a row (also when the
 // miss-lookup limit is exhausted); ErrNoSegment when no segment is ready in
-// time, the load failed or the tag is in backoff after a failure;
+// time, the load failed or the tag is in backoff after a failure (wrapping
+// the store error, or ctx's cause when ctx ended the wait);
 // ErrNotInitialized when the tag is unknown, the tag list was never read and
 // the database does not answer; ErrClosed after Close.
 func (g *Generator) Get(ctx context.Context, tag string) (int64, error) {
