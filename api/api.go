@@ -44,6 +44,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Now stamps Leaf error bodies (ms); nil means time.Now.
 	Now func() time.Time
+	// AdminToken enables /api/v1/admin/… (tag create, update, delete, fence)
+	// for requests with "Authorization: Bearer <AdminToken>"; empty leaves the
+	// routes out entirely.
+	AdminToken string
 	// ReadyTimeout bounds the store ping of /readyz; zero means 2 s.
 	ReadyTimeout time.Duration
 
@@ -86,6 +90,7 @@ func NewHandler(d Deps) http.Handler {
 		r.Use(o.metrics.middleware)
 	}
 	o.routes(r)
+	h.adminRoutes(r)
 
 	// Leaf-compatible routes: any method, key taken whole (dots kept).
 	r.HandleFunc("/api/segment/get/{key}", h.segmentGet)

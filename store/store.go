@@ -29,6 +29,10 @@ var (
 	// caller's custom step) is not positive, and by Create/Update for a
 	// step < 1.
 	ErrBadStep = errors.New("store: step must be positive")
+	// ErrBadRow is returned by Create and Update for a biz_tag or description
+	// that does not fit leaf_alloc (tag 1..128 characters, description up to
+	// 256, valid UTF-8).
+	ErrBadRow = errors.New("store: invalid leaf_alloc row")
 	// ErrTagExists is returned by Create when the biz_tag already has a row.
 	ErrTagExists = errors.New("store: biz tag already exists")
 )
@@ -77,6 +81,13 @@ type Store interface {
 	// Create inserts a row. maxID < 1 means 1 (Leaf's default). Errors:
 	// ErrTagExists, ErrBadStep.
 	Create(ctx context.Context, r Row) error
+	// Update sets the step (1..MaxStep IDs) and description of a row; max_id
+	// is never touched. Errors: ErrBadStep, ErrTagNotFound.
+	Update(ctx context.Context, tag string, step int64, description string) error
+	// Fence raises max_id to at least minMaxID, never lowering it, and returns
+	// the row afterwards (`leafctl tag fence` after a restore). Errors:
+	// ErrTagNotFound.
+	Fence(ctx context.Context, tag string, minMaxID int64) (Row, error)
 	// Delete removes a row. Errors: ErrTagNotFound.
 	Delete(ctx context.Context, tag string) error
 	// Ping checks that the database answers.

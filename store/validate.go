@@ -30,7 +30,7 @@ func ValidateRow(r Row) error {
 		return fmt.Errorf("%w: %d is outside [1, %d]", ErrBadStep, r.Step, MaxStep)
 	}
 	if !utf8.ValidString(r.Description) || utf8.RuneCountInString(r.Description) > MaxDescriptionLen {
-		return fmt.Errorf("store: description must be valid UTF-8 of at most %d characters", MaxDescriptionLen)
+		return fmt.Errorf("%w: description must be valid UTF-8 of at most %d characters", ErrBadRow, MaxDescriptionLen)
 	}
 	return nil
 }
@@ -39,7 +39,7 @@ func ValidateRow(r Row) error {
 // what the biz_tag column holds.
 func ValidateTag(tag string) error {
 	if tag == "" || !utf8.ValidString(tag) || utf8.RuneCountInString(tag) > MaxTagLen {
-		return fmt.Errorf("store: biz tag must be 1 to %d characters of UTF-8", MaxTagLen)
+		return fmt.Errorf("%w: biz tag must be 1 to %d characters of UTF-8", ErrBadRow, MaxTagLen)
 	}
 	return nil
 }

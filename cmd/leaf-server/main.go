@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
@@ -55,7 +58,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info("read Leaf configuration", "file", l.configFile)
 	}
 
-	deps := api.Deps{Logger: log}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+	)
+	deps := api.Deps{Logger: log, Registerer: reg, AdminToken: cfg.AdminToken}
 	if cfg.SegmentEnabled {
 		st, err := dsn.Open(ctx, cfg.DSN(), cfg.Migrate)
 		if err != nil {
@@ -67,7 +76,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				return err
 			}
 		}
-		gen, err := segment.New(ctx, st, segment.Config{
+		loads := api.RecordLoads(st) // counts and times every allocation for /metrics
+		gen, err := segment.New(ctx, loads, segment.Config{
 			WaitTimeout:     cfg.WaitTimeout,
 			RefreshInterval: cfg.RefreshInterval,
 			Logger:          log,
@@ -76,7 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("start segment mode: %w", err)
 		}
 		defer gen.Close()
-		deps.Segment, deps.Store = gen, st
+		deps.Segment, deps.Store, deps.Loads = gen, st, loads
 		log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()))
 	}
 
@@ -99,7 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("listening", "addr", ln.Addr().String())
+	log.Info("listening", "addr", ln.Addr().String(), "admin_api", cfg.AdminToken != "")
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
