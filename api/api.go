@@ -48,6 +48,9 @@ type Deps struct {
 	// for requests with "Authorization: Bearer <AdminToken>"; empty leaves the
 	// routes out entirely.
 	AdminToken string
+	// MaxBatch is the largest ?count= of the batch routes, in IDs; zero
+	// means DefaultMaxBatch (10,000).
+	MaxBatch int
 	// ReadyTimeout bounds the store ping of /readyz; zero means 2 s.
 	ReadyTimeout time.Duration
 
@@ -80,6 +83,9 @@ func NewHandler(d Deps) http.Handler {
 	if d.ReadyTimeout <= 0 {
 		d.ReadyTimeout = 2 * time.Second
 	}
+	if d.MaxBatch <= 0 {
+		d.MaxBatch = DefaultMaxBatch
+	}
 	h := &handler{d: d}
 
 	r := chi.NewRouter()
@@ -97,6 +103,9 @@ func NewHandler(d Deps) http.Handler {
 	r.HandleFunc("/api/segment/get/", h.emptyKey)
 	r.HandleFunc("/api/snowflake/get/{key}", h.snowflakeGet)
 	r.HandleFunc("/api/snowflake/get/", h.emptyKey)
+
+	r.Get("/api/v1/segment/{tag}", h.segmentBatch)
+	r.Get("/api/v1/snowflake", h.snowflakeBatch)
 
 	r.HandleFunc("/decodeSnowflakeId", h.decodeSnowflakeID)
 	r.Get("/api/v1/snowflake/decode/{id}", h.decode)

@@ -103,4 +103,6 @@ type apiErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Path    string `json:"path"`
+	// LeafCode is Leaf's result code (-1, -2, -3) for failed ID requests.
+	LeafCode int64 `json:"leafCode,omitempty"`
 }

@@ -1,0 +1,117 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/snowflake"
+)
+
+// DefaultMaxBatch is the largest count the batch routes accept when
+// Deps.MaxBatch is zero, in IDs.
+const DefaultMaxBatch = 10_000
+
+// batchAnswer is the JSON of the batch routes. IDs are strings because 64-bit
+// IDs pass JavaScript's 2^53.
+type batchAnswer struct {
+	IDs []string `json:"ids"`
+}
+
+// count reads ?count=N (default 1) and answers 400 outside 1..MaxBatch.
+func (h *handler) count(w http.ResponseWriter, r *http.Request) (int, bool) {
+	raw := r.URL.Query().Get("count")
+	if raw == "" {
+		return 1, true
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 || n > h.d.MaxBatch {
+		h.apiError(w, r, http.StatusBadRequest, "bad_count",
+			"count must be an integer from 1 to "+strconv.Itoa(h.d.MaxBatch)+", got "+strconv.Quote(raw))
+		return 0, false
+	}
+	return n, true
+}
+
+// segmentBatch is GET /api/v1/segment/{tag}?count=N. Each ID is one atomic
+// add on the SegmentBuffer (no lock per ID); a batch may span segments. If
+// an error stops the batch part-way, the IDs taken so far are skipped, never
+// handed out later: the answer is the error.
+func (h *handler) segmentBatch(w http.ResponseWriter, r *http.Request) {
+	tag, err := ParseKey(chi.URLParam(r, "tag"))
+	if err != nil {
+		h.apiError(w, r, http.StatusBadRequest, "bad_tag", err.Error())
+		return
+	}
+	n, ok := h.count(w, r)
+	if !ok {
+		return
+	}
+	if h.d.Segment == nil {
+		h.disabled(w, r, "segment", "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn")
+		return
+	}
+	ids := make([]string, 0, n)
+	var buf [20]byte
+	for range n {
+		id, err := h.d.Segment.Get(r.Context(), tag)
+		if err != nil {
+			h.idError(w, r, segment.Code(err), errors.Is(err, segment.ErrTagNotFound), err)
+			return
+		}
+		ids = append(ids, string(strconv.AppendInt(buf[:0], id, 10)))
+	}
+	writeJSON(w, http.StatusOK, batchAnswer{IDs: ids})
+}
+
+// snowflakeBatch is GET /api/v1/snowflake?count=N.
+func (h *handler) snowflakeBatch(w http.ResponseWriter, r *http.Request) {
+	n, ok := h.count(w, r)
+	if !ok {
+		return
+	}
+	if h.d.Snowflake == nil {
+		h.disabled(w, r, "snowflake", snowflakeHow)
+		return
+	}
+	ids := make([]string, 0, n)
+	var buf [20]byte
+	for range n {
+		id, err := h.d.Snowflake.Next(r.Context())
+		if err != nil {
+			h.idError(w, r, snowflake.Code(err), false, err)
+			return
+		}
+		ids = append(ids, string(strconv.AppendInt(buf[:0], id, 10)))
+	}
+	writeJSON(w, http.StatusOK, batchAnswer{IDs: ids})
+}
+
+// idError answers a failed JSON-API ID request with an honest status: 404
+// for an unknown tag, 503 with Retry-After for everything that passes (no
+// segment ready, clock behind), with Leaf's code alongside.
+func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64, notFound bool, err error) {
+	status, code := http.StatusServiceUnavailable, "not_ready"
+	switch {
+	case notFound:
+		status, code = http.StatusNotFound, "tag_not_found"
+	case leafCode == -1:
+		code = "not_initialized"
+	}
+	if status == http.StatusServiceUnavailable {
+		retry := time.Second
+		var cb *snowflake.ClockBackwardsError
+		if errors.As(err, &cb) && cb.Behind > retry {
+			retry = cb.Behind
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
+	}
+	if status >= 500 {
+		h.d.Logger.WarnContext(r.Context(), "batch request failed", "path", r.URL.Path, "leaf_code", leafCode, "err", err)
+	}
+	writeJSON(w, status, apiErrorBody{Status: status, Code: code, Message: err.Error(), Path: r.URL.Path, LeafCode: leafCode})
+}
