@@ -1,0 +1,96 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// composeFile is the part of docker-compose.yml the test checks.
+type composeFile struct {
+	Services map[string]struct {
+		Image       string            `yaml:"image"`
+		Build       any               `yaml:"build"`
+		Environment map[string]string `yaml:"environment"`
+		DependsOn   map[string]struct {
+			Condition string `yaml:"condition"`
+		} `yaml:"depends_on"`
+		Healthcheck struct {
+			Test []string `yaml:"test"`
+		} `yaml:"healthcheck"`
+		Ports []string `yaml:"ports"`
+	} `yaml:"services"`
+	Volumes map[string]any `yaml:"volumes"`
+}
+
+// TestComposeFile parses docker-compose.yml (no container engine runs here)
+// and checks its wiring: every service has a health check, leaf-server waits
+// for healthy dependencies, and every LEAF_* variable is a real setting.
+func TestComposeFile(t *testing.T) {
+	raw, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c composeFile
+	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
+	dec.KnownFields(false)
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("docker-compose.yml does not parse: %v", err)
+	}
+	for _, want := range []string{"leaf-server", "postgres", "mariadb", "zookeeper"} {
+		if _, ok := c.Services[want]; !ok {
+			t.Errorf("service %q missing", want)
+		}
+	}
+	var cfg Config
+	var file string
+	var print bool
+	fs := newFlagSet(&cfg, &file, &print)
+	known := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { known[envName(f.Name)] = true })
+	for name, s := range c.Services {
+		if len(s.Healthcheck.Test) == 0 {
+			t.Errorf("service %q has no health check", name)
+		}
+		if (s.Image == "") == (s.Build == nil) {
+			t.Errorf("service %q needs exactly one of image and build", name)
+		}
+		for dep, d := range s.DependsOn {
+			if _, ok := c.Services[dep]; !ok {
+				t.Errorf("service %q depends on unknown %q", name, dep)
+			}
+			if d.Condition != "service_healthy" {
+				t.Errorf("service %q waits for %q with condition %q, want service_healthy", name, dep, d.Condition)
+			}
+		}
+		for k, v := range s.Environment {
+			if !strings.HasPrefix(k, "LEAF_") {
+				continue
+			}
+			if !known[k] {
+				t.Errorf("service %q sets %s, which is no leaf-server setting", name, k)
+				continue
+			}
+			// The value must be accepted by the flag it feeds.
+			var c2 Config
+			fs2 := newFlagSet(&c2, &file, &print)
+			if err := fs2.Set(strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "LEAF_"), "_", "-")), v); err != nil {
+				t.Errorf("service %q: %s=%q rejected: %v", name, k, v, err)
+			}
+		}
+		if strings.HasPrefix(name, "leaf-server") {
+			if s.Build == nil {
+				t.Errorf("service %q should build this repository's Dockerfile", name)
+			}
+			if s.Environment["LEAF_LISTEN"] == "" || strings.HasPrefix(s.Environment["LEAF_LISTEN"], "127.") {
+				t.Errorf("service %q listens on %q: a container must listen on 0.0.0.0", name, s.Environment["LEAF_LISTEN"])
+			}
+		}
+	}
+	if _, err := os.Stat("../../Dockerfile"); err != nil {
+		t.Errorf("Dockerfile missing: %v", err)
+	}
+}
