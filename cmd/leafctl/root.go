@@ -151,3 +151,14 @@ func parseInt64(name, s string) (int64, error) {
 // fprintf writes to w, ignoring errors: output goes to a terminal or pipe,
 // and a broken pipe is not worth a second error.
 func fprintf(w io.Writer, format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }
+
+// required is a usage error naming the first of the flags that was not given.
+// (cobra's MarkFlagRequired fails with an error that is not a usageError.)
+func required(cmd *cobra.Command, names ...string) error {
+	for _, n := range names {
+		if !cmd.Flags().Changed(n) {
+			return usagef("required flag --%s not set (see %s --help)", n, cmd.CommandPath())
+		}
+	}
+	return nil
+}

@@ -88,6 +88,9 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 		Short: "Create a tag; its first ID is --max-id",
 		Args:  exactArgs(1, "one tag"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := required(cmd, "step"); err != nil {
+				return err
+			}
 			r := store.Row{BizTag: args[0], MaxID: maxID, Step: step, Description: desc}
 			if maxID < 1 {
 				return usagef("--max-id must be at least 1, got %d", maxID)
@@ -111,7 +114,6 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 	f.Int64Var(&step, "step", 0, fmt.Sprintf("IDs per database allocation, 1..%d (required; Leaf's sample uses 2000)", store.MaxStep))
 	f.Int64Var(&maxID, "max-id", 1, "the first ID the tag will hand out (max_id of the new row), at least 1")
 	f.StringVar(&desc, "description", "", fmt.Sprintf("free text, at most %d characters", store.MaxDescriptionLen))
-	_ = cmd.MarkFlagRequired("step")
 	return cmd
 }
 
@@ -284,6 +286,9 @@ An audit line (operator, tag, old and new max_id, time) goes to stderr.`,
 		Args: exactArgs(1, "one tag"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tag := args[0]
+			if err := required(cmd, "min"); err != nil {
+				return err
+			}
 			if minID < 1 {
 				return usagef("--min must be at least 1, got %d", minID)
 			}
@@ -307,7 +312,6 @@ An audit line (operator, tag, old and new max_id, time) goes to stderr.`,
 		},
 	}
 	cmd.Flags().Int64Var(&minID, "min", 0, "the lowest max_id the tag may have afterwards (required)")
-	_ = cmd.MarkFlagRequired("min")
 	return cmd
 }
 
