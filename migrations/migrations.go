@@ -7,6 +7,10 @@
 // the closest equivalent; having no ON UPDATE CURRENT_TIMESTAMP, their stores
 // set update_time in every UPDATE.
 //
+// Version 2 adds leaf_worker_lease, the table of the `sql` snowflake worker ID
+// source (store.LeaseStore, snowflake/sqllease): one row per worker ID with
+// its owner, generation (fencing token), expiry and time high-water mark.
+//
 // Down migrations are deliberately no-ops: leaf_alloc holds the high-water
 // mark of every ID sequence, and losing it would make the service hand out IDs
 // a second time. Goose's version bookkeeping lives in its own table,
