@@ -1,0 +1,50 @@
+package sqllease_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/sqllease"
+	"github.com/leaf-go/leaf/store/sqlite"
+)
+
+// Wiring a generator to a SQL lease: the Lease is the generator's Lease and
+// its HighWater, and gives it the worker ID.
+func ExampleStart() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "sqllease")
+	defer os.RemoveAll(dir)
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "leaf.db"), true)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer st.Close()
+
+	lease, err := sqllease.Start(ctx, st, sqllease.Options{Owner: "10.0.0.7:8080"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lease.Close(ctx) // stops renewing and frees the worker ID
+
+	gen, err := snowflake.New(ctx, snowflake.Settings{
+		WorkerID:  lease.WorkerID(),
+		Lease:     lease, // no IDs once the lease may have expired
+		HighWater: lease, // the time high-water mark lives in the lease row
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	id, err := gen.Next(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("worker", snowflake.Decompose(id).Worker, "generation", lease.Generation())
+	// Output: worker 0 generation 1
+}
