@@ -40,6 +40,9 @@ type Deps struct {
 	// SnowflakeState, when set, adds the source's state (lease or ZooKeeper
 	// session) to /api/v1/snowflake/status.
 	SnowflakeState func() any
+	// SnowflakeReady, when set, reports whether the worker ID source can
+	// still back new IDs (a lost SQL lease cannot); /readyz uses it.
+	SnowflakeReady func() error
 	// Logger receives server-side failures only; nil means slog.Default().
 	Logger *slog.Logger
 	// Now stamps Leaf error bodies (ms); nil means time.Now.
@@ -182,6 +185,15 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 		} else {
 			checks["segment"] = "tag list not loaded yet"
 			ready = false
+		}
+	}
+	if h.d.Snowflake != nil {
+		checks["snowflake"] = "ok"
+		if h.d.SnowflakeReady != nil {
+			if err := h.d.SnowflakeReady(); err != nil {
+				checks["snowflake"] = err.Error()
+				ready = false
+			}
 		}
 	}
 	status := http.StatusOK

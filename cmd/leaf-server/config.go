@@ -124,7 +124,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.BoolVar(&cfg.Migrate, "migrate", cfg.Migrate, "apply the embedded migrations at start")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the SQLite file and local state")
 	fs.BoolVar(&cfg.SnowflakeEnabled, "snowflake", cfg.SnowflakeEnabled, "enable snowflake mode")
-	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static or zookeeper")
+	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static, zookeeper or sql (a lease in the --segment-dsn database)")
 	fs.StringVar(&cfg.ZK, "zk", cfg.ZK, "ZooKeeper address(es) host:port[,host:port] for --worker-id-source zookeeper")
 	fs.StringVar(&cfg.LeafName, "leaf-name", cfg.LeafName, "Leaf's leaf.name: ZooKeeper namespace /snowflake/<leaf-name>")
 	fs.StringVar(&cfg.AdvertiseIP, "advertise-ip", cfg.AdvertiseIP, "IP registered in ZooKeeper (default: first non-loopback IPv4)")
@@ -262,8 +262,10 @@ func (c Config) validate() error {
 			if c.LeafName == "" || strings.Contains(c.LeafName, "/") {
 				errs = append(errs, fmt.Errorf("--leaf-name %q: want a non-empty name without /", c.LeafName))
 			}
+		case "sql":
+			// The lease table lives in the --segment-dsn store.
 		default:
-			errs = append(errs, fmt.Errorf("--worker-id-source %q: want static or zookeeper", c.WorkerIDSource))
+			errs = append(errs, fmt.Errorf("--worker-id-source %q: want static, zookeeper or sql", c.WorkerIDSource))
 		}
 	}
 	if !c.SegmentEnabled && !c.SnowflakeEnabled {

@@ -536,3 +536,56 @@ leaf.snowflake.enable=false
 		t.Errorf("log shows the database password")
 	}
 }
+
+// TestSQLLeaseWorkerIDs: three servers on one PostgreSQL get three different
+// worker IDs from the lease table; a server stopped with SIGTERM releases its
+// worker ID so the next server can take it at once, with a new generation.
+func TestSQLLeaseWorkerIDs(t *testing.T) {
+	d := dbtest.Postgres(t)
+	args := []string{"--segment-dsn", d, "--worker-id-source", "sql"}
+	status := func(p *proc) (int64, int64) {
+		t.Helper()
+		code, body, err := p.get(t.Context(), "/api/v1/snowflake/status")
+		if err != nil || code != 200 {
+			t.Fatalf("status = %d %s %v", code, body, err)
+		}
+		var st struct {
+			WorkerID    int64 `json:"workerId"`
+			Source      string
+			SourceState struct{ Generation int64 } `json:"sourceState"`
+		}
+		if err := json.Unmarshal([]byte(body), &st); err != nil || st.Source != "sql" {
+			t.Fatalf("status %s: %v, want source sql", body, err)
+		}
+		return st.WorkerID, st.SourceState.Generation
+	}
+	var servers []*proc
+	seen := map[int64]bool{}
+	for i := 0; i < 3; i++ {
+		p := startServer(t, t.TempDir(), args...)
+		w, _ := status(p)
+		if seen[w] {
+			t.Fatalf("server %d got worker ID %d, already taken", i, w)
+		}
+		seen[w] = true
+		servers = append(servers, p)
+		code, body, _ := p.get(t.Context(), "/api/snowflake/get/x")
+		id, _ := strconv.ParseInt(body, 10, 64)
+		if code != 200 || snowflake.Decompose(id).Worker != w {
+			t.Errorf("server %d: snowflake get = %d %q, want an ID of worker %d", i, code, body, w)
+		}
+		if code, body, _ := p.get(t.Context(), "/readyz"); code != 200 {
+			t.Errorf("server %d /readyz = %d %s", i, code, body)
+		}
+	}
+	w0, g0 := status(servers[0])
+	if err := servers[0].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-servers[0].done
+	p := startServer(t, t.TempDir(), args...)
+	w, g := status(p)
+	if w != w0 || g <= g0 {
+		t.Errorf("after SIGTERM of the holder of worker %d (generation %d), a new server got worker %d generation %d; want %d with a higher generation", w0, g0, w, g, w0)
+	}
+}

@@ -65,12 +65,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		collectors.NewBuildInfoCollector(),
 	)
 	deps := api.Deps{Logger: log, Registerer: reg, AdminToken: cfg.AdminToken}
-	if cfg.SegmentEnabled {
-		st, err := dsn.Open(ctx, cfg.DSN(), cfg.Migrate)
+	// The store holds leaf_alloc for segment mode and the worker leases of
+	// --worker-id-source sql.
+	var st store.Store
+	if cfg.SegmentEnabled || (cfg.SnowflakeEnabled && cfg.WorkerIDSource == "sql") {
+		st, err = dsn.Open(ctx, cfg.DSN(), cfg.Migrate)
 		if err != nil {
-			return fmt.Errorf("open segment store %s: %w", dsn.Redact(cfg.DSN()), err)
+			return fmt.Errorf("open store %s: %w", dsn.Redact(cfg.DSN()), err)
 		}
 		defer st.Close()
+	}
+	if cfg.SegmentEnabled {
 		if cfg.DemoTag {
 			if err := seedDemo(ctx, st, log); err != nil {
 				return err
@@ -91,12 +96,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	if cfg.SnowflakeEnabled {
-		sf, err := startSnowflake(ctx, cfg, log)
+		sf, err := startSnowflake(ctx, cfg, st, log)
 		if err != nil {
 			return fmt.Errorf("start snowflake mode: %w", err)
 		}
 		defer sf.close()
 		deps.Snowflake, deps.SnowflakeSource, deps.SnowflakeState = sf.gen, cfg.WorkerIDSource, sf.state
+		deps.SnowflakeReady = sf.ready
 	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)

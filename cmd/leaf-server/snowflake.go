@@ -2,22 +2,28 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/sqllease"
 	"github.com/leaf-go/leaf/snowflake/zkworker"
+	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/dsn"
 )
 
 // snowflakeMode is the running snowflake generator and what its worker ID
 // source needs at shutdown and on the status page.
 type snowflakeMode struct {
 	gen   *snowflake.Generator
-	state func() any // source state for /api/v1/snowflake/status; may be nil
+	state func() any   // source state for /api/v1/snowflake/status; may be nil
+	ready func() error // non-nil error: the source cannot back new IDs (lost lease); may be nil
 	close func() error
 }
 
@@ -26,11 +32,12 @@ type snowflakeMode struct {
 // the data dir for static, the ZooKeeper node plus Leaf's cache file for
 // zookeeper. A restart with the clock behind the last run issues nothing
 // until the clock has caught up.
-func startSnowflake(ctx context.Context, cfg Config, log *slog.Logger) (*snowflakeMode, error) {
+func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.Logger) (*snowflakeMode, error) {
 	var (
 		workerID int64
 		hw       snowflake.HighWater
 		m        = &snowflakeMode{close: func() error { return nil }}
+		settings snowflake.Settings
 	)
 	switch cfg.WorkerIDSource {
 	case "zookeeper":
@@ -55,6 +62,42 @@ func startSnowflake(ctx context.Context, cfg Config, log *slog.Logger) (*snowfla
 		workerID, hw = w.ID(), w
 		m.state = func() any { return w.Status() }
 		m.close = w.Close
+	case "sql":
+		ls, ok := st.(sqllease.Store)
+		if !ok {
+			return nil, fmt.Errorf("--worker-id-source sql: the store %s keeps no worker leases", dsn.Redact(cfg.DSN()))
+		}
+		owner := cfg.Listen
+		if h, err := os.Hostname(); err == nil {
+			owner = h + "/" + cfg.Listen
+		}
+		lease, err := sqllease.Start(ctx, ls, sqllease.Options{Owner: owner, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		workerID, hw = lease.WorkerID(), lease
+		m.state = func() any { return lease.State() }
+		m.ready = func() error {
+			select {
+			case <-lease.Lost():
+				return errors.New("worker ID lease lost: restart leaf-server to claim a new one")
+			default:
+				return nil
+			}
+		}
+		m.close = func() error {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return lease.Close(cctx) // releases the worker ID
+		}
+		go func() {
+			select {
+			case <-lease.Lost():
+				log.Error("snowflake worker ID lease lost: this server issues no snowflake IDs until restarted", "worker_id", lease.WorkerID())
+			case <-ctx.Done():
+			}
+		}()
+		settings.Lease = lease
 	default: // static
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return nil, err
@@ -64,7 +107,8 @@ func startSnowflake(ctx context.Context, cfg Config, log *slog.Logger) (*snowfla
 		log.Warn("static worker ID: two live servers with the same --worker-id issue duplicate IDs; keeping it unique is the operator's job",
 			"worker_id", cfg.WorkerID, "highwater_file", f.Path())
 	}
-	gen, err := snowflake.New(ctx, snowflake.Settings{WorkerID: workerID, HighWater: hw})
+	settings.WorkerID, settings.HighWater = workerID, hw
+	gen, err := snowflake.New(ctx, settings)
 	if err != nil {
 		_ = m.close()
 		return nil, err
