@@ -450,19 +450,23 @@ var idsKey = []byte(`"ids"`)
 
 // parseIDs appends the IDs of a batch answer, {"ids":["1","2",…]} (IDs as
 // decimal strings, as leaf-go's batch API sends them), to dst without
-// allocating beyond dst's growth. It reads the first "ids" member and ignores
-// the rest of the object.
+// allocating beyond dst's growth. It reads the first "ids" member (a string
+// "ids" followed by a colon) and ignores the rest of the object.
 func parseIDs(body []byte, dst []int64) ([]int64, bool) {
-	i := bytes.Index(body, idsKey)
-	if i < 0 {
-		return dst, false
+	var b []byte
+	for rest := body; ; {
+		i := bytes.Index(rest, idsKey)
+		if i < 0 {
+			return dst, false
+		}
+		var ok bool
+		if b, ok = expect(rest[i+len(idsKey):], ':'); ok {
+			break
+		}
+		rest = rest[i+len(idsKey):]
 	}
-	b := body[i+len(idsKey):]
-	b, ok := expect(b, ':')
+	b, ok := expect(b, '[')
 	if !ok {
-		return dst, false
-	}
-	if b, ok = expect(b, '['); !ok {
 		return dst, false
 	}
 	if b, ok = expect(b, ']'); ok {
