@@ -46,5 +46,5 @@
 //     atomic), so that Next stops issuing as soon as the lease may have expired. Its owner
 //     renews every 3 s in a goroutine stopped by Close, like zkworker.Worker.
 //
-// This package imports only the standard library (and its own internal/atomicfile).
+// This package imports only the standard library (and the module's internal/atomicfile).
 package snowflake

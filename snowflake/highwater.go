@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leaf-go/leaf/snowflake/internal/atomicfile"
+	"github.com/leaf-go/leaf/internal/atomicfile"
 )
 
 // HighWater persists the generator's time high-water mark: an instant that the generator has

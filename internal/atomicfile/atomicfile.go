@@ -1,5 +1,6 @@
 // Package atomicfile replaces small files so that readers and crashes see the old or the new
-// content, never a torn one. It serves snowflake.FileHighWater and zkworker's cache file.
+// content, never a torn one. It serves snowflake.FileHighWater, zkworker's cache file and
+// segment.FileMarks.
 package atomicfile
 
 import (

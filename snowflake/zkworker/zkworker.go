@@ -52,7 +52,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leaf-go/leaf/snowflake"
-	"github.com/leaf-go/leaf/snowflake/internal/atomicfile"
+	"github.com/leaf-go/leaf/internal/atomicfile"
 )
 
 var (
