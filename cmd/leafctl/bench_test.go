@@ -486,3 +486,28 @@ func BenchmarkWorkerOne(b *testing.B) {
 		}
 	})
 }
+
+func TestDuplicates(t *testing.T) {
+	tests := []struct {
+		name         string
+		give         [][]int64 // sorted runs
+		wantN        int64
+		wantExamples []string
+	}{
+		{"none", nil, 0, []string{}},
+		{"unique across runs", [][]int64{{1, 4}, {}, {2, 3, 5}}, 0, []string{}},
+		{"across runs", [][]int64{{1, 2, 3}, {2, 4}, {2, 5}}, 2, []string{"2"}},
+		{"within a run", [][]int64{{1, 1, 1}}, 2, []string{"1"}},
+		{"several", [][]int64{{1, 3, 9}, {3, 9}, {9}}, 3, []string{"3", "9"}},
+		{"limit", [][]int64{{1, 2, 3, 4}, {1, 2, 3, 4}}, 4, []string{"1", "2"}},
+		{"extremes", [][]int64{{0, 9223372036854775807}, {9223372036854775807}}, 1, []string{"9223372036854775807"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, ex := duplicates(tt.give, 2)
+			if n != tt.wantN || !slices.Equal(ex, tt.wantExamples) {
+				t.Errorf("duplicates(%v) = %d, %q; want %d, %q", tt.give, n, ex, tt.wantN, tt.wantExamples)
+			}
+		})
+	}
+}
