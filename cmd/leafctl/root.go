@@ -79,7 +79,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 3 bench saw a duplicate ID.`,
 	pf.StringVar(&g.server, "server", defaultServer, "base URL of a running leaf-server, for bench (env LEAF_SERVER)")
 	pf.DurationVar(&g.timeout, "timeout", defaultTimeout, "limit for the database work of one command, or for one bench HTTP request")
 
-	root.AddCommand(newMigrateCmd(e, g), newTagCmd(e, g), newDecodeCmd(e), newEncodeCmd(e), newBenchCmd(e, g))
+	root.AddCommand(newMigrateCmd(e, g), newTagCmd(e, g), newDecodeCmd(e), newEncodeCmd(e), newBenchCmd(e, g), newHealthCmd(e, g))
 	return root
 }
 
