@@ -237,7 +237,7 @@ func TestThreeServersOneKilled(t *testing.T) {
 	tests := []struct {
 		name  string
 		give  client.Options
-		total int // segment IDs to take
+		total int // segment IDs to take: a third before the kill, the rest after
 	}{
 		{name: "single", give: client.Options{BatchSize: 1}, total: 6_000},
 		{name: "batch", give: client.Options{BatchSize: 200}, total: 100_000},
@@ -261,29 +261,23 @@ func TestThreeServersOneKilled(t *testing.T) {
 			c := newClient(t, victim.base(), tt.give)
 
 			const workers = 16
-			var taken atomic.Int64
-			killed := make(chan struct{})
-			var atKill int // requests to the victim before it died
-			go func() {
-				defer close(killed)
-				for taken.Load() < int64(tt.total/3) {
-					time.Sleep(time.Millisecond)
-				}
-				victim.kill9()
-				atKill = rec.hostCount(victim.addr)
-			}()
+			var (
+				taken atomic.Int64 // segment IDs taken so far
+				stop  atomic.Bool  // set when the run is over
+			)
 			seg := make([][]int64, workers)
 			sf := make([][]int64, workers)
 			var wg sync.WaitGroup
 			for w := range workers {
 				wg.Go(func() {
-					for i := 0; taken.Add(1) <= int64(tt.total); i++ {
+					for i := 0; !stop.Load(); i++ {
 						id, err := c.Segment(context.Background(), "ha")
 						if err != nil {
 							t.Errorf("Segment(ha) #%d: %v", i, err)
 							return
 						}
 						seg[w] = append(seg[w], id)
+						taken.Add(1)
 						if i%4 == 0 {
 							id, err := c.Snowflake(context.Background())
 							if err != nil {
@@ -295,8 +289,32 @@ func TestThreeServersOneKilled(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
-			<-killed
+			workersDone := make(chan struct{})
+			go func() { wg.Wait(); close(workersDone) }()
+			// waitFor waits until n IDs were taken; false when the workers
+			// stopped early (they reported why) or after a minute.
+			waitFor := func(n int64) bool {
+				deadline := time.After(time.Minute)
+				for taken.Load() < n {
+					select {
+					case <-workersDone:
+						return false
+					case <-deadline:
+						t.Errorf("only %d of %d IDs taken within a minute", taken.Load(), n)
+						return false
+					case <-time.After(time.Millisecond):
+					}
+				}
+				return true
+			}
+			var atKill int // requests to the victim before it died
+			if waitFor(int64(tt.total / 3)) {
+				atKill = rec.hostCount(victim.addr)
+				victim.kill9()
+				waitFor(taken.Load() + int64(tt.total*2/3))
+			}
+			stop.Store(true)
+			<-workersDone
 			all := slices.Concat(seg...)
 			unique(t, "segment", all)
 			unique(t, "snowflake", slices.Concat(sf...))
@@ -310,11 +328,12 @@ func TestThreeServersOneKilled(t *testing.T) {
 			if atKill == 0 {
 				t.Errorf("the killed server got no request before it died: %v", rec.paths())
 			}
-			if after := rec.hostCount(victim.addr) - atKill; after == 0 {
-				t.Errorf("no request went to the killed server after it died: failover not exercised")
+			failed := rec.failures(victim.addr)
+			if failed == 0 {
+				t.Errorf("no request to the killed server failed: failover not exercised")
 			}
-			t.Logf("%d segment and %d snowflake IDs, requests by path %v, to the killed server %d, snowflake workers %v",
-				len(all), len(slices.Concat(sf...)), rec.paths(), rec.hostCount(victim.addr), workersSeen)
+			t.Logf("%d segment and %d snowflake IDs, requests by path %v, failed on the killed server %d, snowflake workers %v",
+				len(all), len(slices.Concat(sf...)), rec.paths(), failed, workersSeen)
 		})
 	}
 }

@@ -229,6 +229,7 @@ type recorder struct {
 	inFlight    map[string]int
 	maxInFlight map[string]int
 	hosts       map[string]int // requests per host:port
+	failed      map[string]int // transport errors per host:port
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -236,7 +237,7 @@ func newRecorder(t *testing.T) *recorder {
 	tr.MaxIdleConnsPerHost = 128
 	t.Cleanup(tr.CloseIdleConnections)
 	return &recorder{tr: tr, requests: map[string]int{}, inFlight: map[string]int{},
-		maxInFlight: map[string]int{}, hosts: map[string]int{}}
+		maxInFlight: map[string]int{}, hosts: map[string]int{}, failed: map[string]int{}}
 }
 
 func (r *recorder) client() *http.Client { return &http.Client{Transport: r} }
@@ -252,6 +253,9 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.tr.RoundTrip(req)
 	r.mu.Lock()
 	r.inFlight[path]--
+	if err != nil {
+		r.failed[req.URL.Host]++
+	}
 	r.mu.Unlock()
 	return resp, err
 }
@@ -285,6 +289,13 @@ func (r *recorder) hostCount(host string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.hosts[host]
+}
+
+// failures returns the transport errors of requests to host:port.
+func (r *recorder) failures(host string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed[host]
 }
 
 // maxConcurrent returns the most requests ever in flight at once on path.
