@@ -284,14 +284,10 @@ func (tl *tally) lastError() time.Time {
 	return tl.lastErr
 }
 
-func (tl *tally) errorCount() int {
+func (tl *tally) idCount() int {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	n := 0
-	for _, c := range tl.errs {
-		n += c
-	}
-	return n
+	return len(tl.ids)
 }
 
 // snapshot returns copies of the IDs and errors.
@@ -584,4 +580,3 @@ func fmtRecovery(d time.Duration) string {
 	}
 	return d.Round(time.Millisecond).String()
 }
-

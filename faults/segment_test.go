@@ -289,7 +289,12 @@ func killRounds(t *testing.T, kind, mode string, rounds int) {
 			killing.Store(true)
 			p.Kill9()
 		case "mid-load":
-			if waitLoading(p, tag, 2*time.Second) {
+			// Past the first load (which a kill would also hit, but then no
+			// ID would be served in the round), then at the next load.
+			for deadline := time.Now().Add(10 * time.Second); tl.idCount() < 100 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if waitLoading(p, tag, 3*time.Second) {
 				midLoad++
 			}
 			killing.Store(true)
