@@ -435,3 +435,39 @@ func TestNewRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestDisabledFailsOver: a server with snowflake mode off answers 503
+// (ErrDisabled); the client fails over to a server that has it on, and with
+// only the disabled server the caller gets ErrDisabled, in both modes.
+func TestDisabledFailsOver(t *testing.T) {
+	off := sqliteServer(t, nil, "--snowflake=false")
+	on := sqliteServer(t, nil, "--worker-id", "9")
+	for _, tt := range []struct {
+		name string
+		give client.Options
+	}{
+		{"single", client.Options{BatchSize: 1}},
+		{"batch", client.Options{BatchSize: 50}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			alone := newClient(t, off.base(), tt.give)
+			_, err := alone.Snowflake(t.Context())
+			var e *client.Error
+			if !errors.Is(err, client.ErrDisabled) || !errors.As(err, &e) || e.Status != 503 {
+				t.Errorf("Snowflake() on a server with snowflake off = %v, want a 503 matching ErrDisabled", err)
+			}
+			opts := tt.give
+			opts.Servers = []string{on.base()}
+			both := newClient(t, off.base(), opts)
+			for i := range 200 {
+				id, err := both.Snowflake(t.Context())
+				if err != nil {
+					t.Fatalf("Snowflake() #%d with one server disabled: %v", i, err)
+				}
+				if w := snowflake.Decompose(id).Worker; w != 9 {
+					t.Fatalf("Snowflake() #%d = %d from worker %d, want 9", i, id, w)
+				}
+			}
+		})
+	}
+}

@@ -71,7 +71,7 @@ var addrRe = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // startServer runs leaf-server with args (plus --listen 127.0.0.1:0) in dir,
 // waits for it to listen and to be ready (/readyz 200). It is killed when the
 // test ends.
-func startServer(t *testing.T, dir string, args ...string) *proc {
+func startServer(t testing.TB, dir string, args ...string) *proc {
 	t.Helper()
 	args = append([]string{"--listen", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(serverBin, args...)
@@ -148,7 +148,7 @@ func (p *proc) kill9() {
 func (p *proc) base() string { return "http://" + p.addr }
 
 // get fetches path with a fresh connection and returns the status and body.
-func (p *proc) get(t *testing.T, path string) (int, string) {
+func (p *proc) get(t testing.TB, path string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -168,7 +168,7 @@ func (p *proc) get(t *testing.T, path string) (int, string) {
 
 // hasBatch reports whether the server has the batch route: an unknown tag
 // answers 404 with code tag_not_found there, and a plain 404 without it.
-func hasBatch(t *testing.T, p *proc) bool {
+func hasBatch(t testing.TB, p *proc) bool {
 	t.Helper()
 	status, body := p.get(t, "/api/v1/segment/no-such-tag-probe?count=1")
 	return status == http.StatusNotFound && strings.Contains(body, `"tag_not_found"`)
@@ -183,7 +183,7 @@ func skipWithoutBatch(t *testing.T, p *proc) {
 }
 
 // createTag migrates the database of dsnStr and inserts a leaf_alloc row.
-func createTag(t *testing.T, dsnStr, tag string, step int64) {
+func createTag(t testing.TB, dsnStr, tag string, step int64) {
 	t.Helper()
 	st, err := dsn.Open(t.Context(), dsnStr, true)
 	if err != nil {
@@ -197,7 +197,7 @@ func createTag(t *testing.T, dsnStr, tag string, step int64) {
 
 // sqliteServer starts a server on its own SQLite file with the given tags
 // (step each) and extra flags.
-func sqliteServer(t *testing.T, tags map[string]int64, args ...string) *proc {
+func sqliteServer(t testing.TB, tags map[string]int64, args ...string) *proc {
 	t.Helper()
 	dir := t.TempDir()
 	d := "sqlite:" + filepath.Join(dir, "leaf.db")
@@ -232,7 +232,7 @@ type recorder struct {
 	failed      map[string]int // transport errors per host:port
 }
 
-func newRecorder(t *testing.T) *recorder {
+func newRecorder(t testing.TB) *recorder {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 128
 	t.Cleanup(tr.CloseIdleConnections)
