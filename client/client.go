@@ -231,7 +231,7 @@ func (c *Client) Segment(ctx context.Context, tag string) (int64, error) {
 		err error
 	)
 	if c.single {
-		id, err = c.one(ctx, route{path: "/api/segment/get/" + url.PathEscape(tag), count: 1})
+		id, err = c.one(ctx, route{path: "/api/segment/get/" + escapeTag(tag), count: 1})
 	} else {
 		id, err = c.buffer(tag).take(ctx)
 	}
@@ -293,13 +293,31 @@ func (c *Client) buffer(tag string) *buffer {
 	b := c.buffers[tag]
 	if b == nil {
 		b = c.newBuffer(tag, route{
-			path:  "/api/v1/segment/" + url.PathEscape(tag) + "?count=" + strconv.Itoa(c.batch),
+			path:  "/api/v1/segment/" + escapeTag(tag) + "?count=" + strconv.Itoa(c.batch),
 			batch: true,
 			count: c.batch,
 		})
 		c.buffers[tag] = b
 	}
 	return b
+}
+
+// escapeTag escapes tag as one path segment. A tag with a '%' has every
+// byte escaped: Go servers then keep the escaped form in URL.RawPath, so a
+// router that hands over the raw segment and a server that unescapes it once
+// more (leaf-go's api.ParseKey at the time of writing) still see the tag
+// itself, not "%41" read as "A". Servers that decode once see the same tag
+// either way.
+func escapeTag(tag string) string {
+	if !strings.Contains(tag, "%") {
+		return url.PathEscape(tag)
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, 3*len(tag))
+	for i := 0; i < len(tag); i++ {
+		b = append(b, '%', hex[tag[i]>>4], hex[tag[i]&15])
+	}
+	return string(b)
 }
 
 // forget drops the buffer of an unknown tag, so that probing random tags

@@ -471,3 +471,43 @@ func TestDisabledFailsOver(t *testing.T) {
 		})
 	}
 }
+
+// TestEscapedTag: tags with characters that need escaping reach their own
+// leaf_alloc row in both modes; "%41" is not served from the row "A".
+func TestEscapedTag(t *testing.T) {
+	tags := []string{"a/b c.d", "x?y#z", "100%", "%41", "%2F", "日本"}
+	rows := map[string]int64{"A": 10}
+	for _, tag := range tags {
+		rows[tag] = 10
+	}
+	p := sqliteServer(t, rows)
+	for _, tt := range []struct {
+		name string
+		give client.Options
+	}{
+		{"single", client.Options{BatchSize: 1}},
+		{"batch", client.Options{BatchSize: 5}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClient(t, p.base(), tt.give)
+			for _, tag := range tags {
+				var got []int64
+				for range 6 {
+					id, err := c.Segment(t.Context(), tag)
+					if err != nil {
+						t.Fatalf("Segment(%q): %v", tag, err)
+					}
+					got = append(got, id)
+				}
+				if want := []int64{1, 2, 3, 4, 5, 6}; tt.name == "single" && !slices.Equal(got, want) {
+					t.Errorf("Segment(%q) x6 = %v, want %v (a row of its own)", tag, got, want)
+				}
+			}
+		})
+	}
+	// "%41" must not have been served from the row "A".
+	c := newClient(t, p.base(), client.Options{BatchSize: 1})
+	if id, err := c.Segment(t.Context(), "A"); err != nil || id != 1 {
+		t.Errorf("Segment(A) after using %q = %d, %v, want 1 (untouched row)", "%41", id, err)
+	}
+}

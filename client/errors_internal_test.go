@@ -2,6 +2,8 @@ package client
 
 import (
 	"errors"
+	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -131,5 +133,20 @@ func FuzzParseLeafCode(f *testing.F) {
 		}
 		e := newError(route{}, "http://s", 500, []byte(s))
 		_ = e.Error()
+	})
+}
+
+func FuzzEscapeTag(f *testing.F) {
+	for _, s := range []string{"a/b c.d", "100%", "%41", "日本", "x?y#z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, tag string) {
+		esc := escapeTag(tag)
+		if strings.ContainsAny(esc, "/?#") {
+			t.Fatalf("escapeTag(%q) = %q leaves a path or query delimiter", tag, esc)
+		}
+		if got, err := url.PathUnescape(esc); err != nil || got != tag {
+			t.Fatalf("PathUnescape(escapeTag(%q)) = %q, %v", tag, got, err)
+		}
 	})
 }
