@@ -16,8 +16,12 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
 
+# bench: the benchmark harness (bench/doc.go): every figure next to its
+# baseline from the same run, printed and written into BENCHMARKS.md between
+# the harness markers. Loopback only, needs PostgreSQL and MariaDB as `make
+# test` does; about 7 minutes on 2 cores.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./segment/ ./api/ ./snowflake/
+	$(GO) test -v -count=1 -timeout 15m -run '^TestHarness$$' ./bench/ -args -harness -out $(CURDIR)/BENCHMARKS.md
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
