@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -172,7 +173,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 	}
 	refillAt := opts.RefillAt
 	switch {
-	case refillAt < 0 || refillAt >= 1 || refillAt != refillAt:
+	case refillAt < 0 || refillAt >= 1 || math.IsNaN(refillAt):
 		return nil, fmt.Errorf("client: RefillAt %v is outside (0, 1)", refillAt)
 	case refillAt == 0:
 		refillAt = DefaultRefillAt
