@@ -4,7 +4,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: run build test bench lint fuzz clean
+.PHONY: run build test faults bench lint fuzz clean
 
 run:
 	$(GO) run ./cmd/leaf-server
@@ -15,6 +15,12 @@ build:
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
+
+# The fault campaign (RELIABILITY.md): real leaf-server processes against
+# PostgreSQL, MariaDB and ZooKeeper, kill -9, a TCP fault proxy; about
+# 2.5 minutes on 2 cores. `make test` runs it too.
+faults:
+	$(GO) test -race -count=1 -timeout 15m ./faults/
 
 # bench: the benchmark harness (bench/doc.go): every figure next to its
 # baseline from the same run, printed and written into BENCHMARKS.md between

@@ -111,8 +111,8 @@ func TestHostileInput(t *testing.T) {
 		if !ok {
 			t.Errorf("%s %s = %d %.200q, want one of %v", tt.method, short, status, body, tt.want)
 		}
-		if took > time.Second {
-			t.Errorf("%s %s answered after %v, want under 1 s", tt.method, short, took)
+		if took > 2*time.Second {
+			t.Errorf("%s %s answered after %v, want under 2 s", tt.method, short, took)
 		}
 	}
 	// A 2 MiB header (net/http's limit is 1 MiB): 431, server still up.
@@ -199,7 +199,7 @@ func TestSlowloris(t *testing.T) {
 		})
 	}
 	time.Sleep(500 * time.Millisecond) // let the slow connections open
-	tl := newTally(time.Second, time.Second)
+	tl := newTally(2*time.Second, 2*time.Second)
 	var good []target
 	for range 4 {
 		good = append(good, target{srv: func() *servertest.Proc { return p }, path: "/api/segment/get/leaf-segment-test", tally: tl})
@@ -230,8 +230,9 @@ func TestSlowloris(t *testing.T) {
 	if n := closed.Load(); n != slow {
 		t.Errorf("server closed %d of %d slow connections within 15 s, want all (ReadHeaderTimeout 10 s)", n, slow)
 	}
-	if sl := time.Duration(slowest.Load()); sl > time.Second {
-		t.Errorf("slowest ordinary answer during the slowloris %v, want under 1 s", sl)
+	// A blocked server would show ~10 s here; 2 s leaves room for two busy CPUs.
+	if sl := time.Duration(slowest.Load()); sl > 2*time.Second {
+		t.Errorf("slowest ordinary answer during the slowloris %v, want under 2 s", sl)
 	}
 	r.Scenario = "5 hostile input"
 	r.Size = fmt.Sprintf("slowloris: %d connections sending headers 1 byte/100 ms, 4+1 ordinary clients for 3 s", slow)

@@ -41,10 +41,10 @@ func TestManyServersOneDatabase(t *testing.T) {
 		name, kind, isolation string
 		servers               int
 	}{
-		{"postgres/read-committed", "postgres", "", 4},
-		{"postgres/serializable", "postgres", "serializable", 3},
-		{"mariadb/repeatable-read", "mysql", "", 4},
-		{"mariadb/serializable", "mysql", "SERIALIZABLE", 3},
+		{"postgres-read-committed", "postgres", "", 4},
+		{"postgres-serializable", "postgres", "serializable", 3},
+		{"mariadb-repeatable-read", "mysql", "", 4},
+		{"mariadb-serializable", "mysql", "SERIALIZABLE", 3},
 	}
 	tags := []struct {
 		name  string
