@@ -225,7 +225,7 @@ func (c *Client) Segment(ctx context.Context, tag string) (int64, error) {
 		return 0, fmt.Errorf("client: segment %q: %w", tag, err)
 	}
 	if c.closed.Load() {
-		return 0, ErrClosed
+		return 0, fmt.Errorf("client: segment %q: %w", tag, ErrClosed)
 	}
 	var (
 		id  int64
@@ -251,7 +251,7 @@ func (c *Client) Segment(ctx context.Context, tag string) (int64, error) {
 // ctx's error; ErrClosed after Close.
 func (c *Client) Snowflake(ctx context.Context) (int64, error) {
 	if c.closed.Load() {
-		return 0, ErrClosed
+		return 0, fmt.Errorf("client: snowflake: %w", ErrClosed)
 	}
 	var (
 		id  int64
