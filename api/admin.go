@@ -169,7 +169,7 @@ func (h *handler) adminFence(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) adminTag(w http.ResponseWriter, r *http.Request) (string, bool) {
-	tag, err := ParseKey(chi.URLParam(r, "tag"))
+	tag, err := PathKey(r, "tag")
 	if err != nil {
 		h.apiError(w, r, http.StatusBadRequest, "bad_tag", err.Error())
 		return "", false

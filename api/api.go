@@ -151,7 +151,7 @@ func (h *handler) emptyKey(w http.ResponseWriter, r *http.Request) {
 
 // key reads and validates {key}; on failure it has answered 400.
 func (h *handler) key(w http.ResponseWriter, r *http.Request) (string, bool) {
-	key, err := ParseKey(chi.URLParam(r, "key"))
+	key, err := PathKey(r, "key")
 	if err != nil {
 		h.badRequest(w, r, err.Error())
 		return "", false

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/snowflake"
 )
@@ -42,7 +40,7 @@ func (h *handler) count(w http.ResponseWriter, r *http.Request) (int, bool) {
 // an error stops the batch part-way, the IDs taken so far are skipped, never
 // handed out later: the answer is the error.
 func (h *handler) segmentBatch(w http.ResponseWriter, r *http.Request) {
-	tag, err := ParseKey(chi.URLParam(r, "tag"))
+	tag, err := PathKey(r, "tag")
 	if err != nil {
 		h.apiError(w, r, http.StatusBadRequest, "bad_tag", err.Error())
 		return

@@ -3,9 +3,12 @@ package api
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
 )
 
 // MaxKeyLen is the longest biz_tag accepted, in characters: leaf_alloc's
@@ -23,15 +26,28 @@ var (
 	ErrKeyInvalid = errors.New("api: key has invalid characters")
 )
 
-// ParseKey turns the raw {key} path segment into a biz_tag. The key is taken
-// whole: unlike Leaf's Spring server, which drops everything after the last
-// dot, "a.b" stays "a.b". Percent escapes are decoded. The result has 1 to
-// MaxKeyLen characters of valid UTF-8 without control characters.
-func ParseKey(raw string) (string, error) {
-	key, err := url.PathUnescape(raw)
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrKeyInvalid, err)
+// PathKey returns the biz_tag in the URL parameter name of r, decoded exactly
+// once and checked by ParseKey. chi hands over the escaped segment when the
+// request's path needed r.URL.RawPath (e.g. it holds %2F) and the decoded one
+// otherwise; decoding the latter again would let "/get/%2541" (tag "%41")
+// reach tag "A".
+func PathKey(r *http.Request, name string) (string, error) {
+	raw := chi.URLParam(r, name)
+	if r.URL.RawPath != "" {
+		var err error
+		if raw, err = url.PathUnescape(raw); err != nil {
+			return "", fmt.Errorf("%w: %v", ErrKeyInvalid, err)
+		}
 	}
+	return ParseKey(raw)
+}
+
+// ParseKey checks a decoded biz_tag. The key is taken whole: unlike Leaf's
+// Spring server, which drops everything after the last dot, "a.b" stays
+// "a.b", and "%41" stays "%41". A valid key has 1 to MaxKeyLen characters of
+// valid UTF-8 without control characters. Errors: ErrKeyEmpty,
+// ErrKeyTooLong, ErrKeyInvalid.
+func ParseKey(key string) (string, error) {
 	if key == "" {
 		return "", ErrKeyEmpty
 	}

@@ -117,7 +117,7 @@ func (m *httpMetrics) observe(r *http.Request, sw *statusWriter, elapsed time.Du
 
 	if m.segErrs != nil && code == http.StatusInternalServerError && route == segmentGetRoute {
 		if c, ok := leafCode(sw.sniff); ok {
-			tag, err := ParseKey(chi.URLParam(r, "key"))
+			tag, err := PathKey(r, "key")
 			if err != nil {
 				tag = ""
 			}
