@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +49,9 @@ func TestHarness(t *testing.T) {
 		benchtime, count = "200ms", 1
 	}
 	section := func(name string, f func(t *testing.T)) {
+		if *only != "" && !slices.Contains(strings.Split(*only, ","), name) {
+			return
+		}
 		added := len(rep.sections)
 		start := time.Now()
 		ok := t.Run(name, f)
@@ -153,6 +158,16 @@ func mean(rs []loadResult) loadResult {
 	return m
 }
 
+// medianRes is the run with the median requests/s; its latencies go with it.
+func medianRes(rs []loadResult) loadResult {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b loadResult) int { return cmp.Compare(a.RequestsPerS, b.RequestsPerS) })
+	if len(s) == 0 {
+		return loadResult{}
+	}
+	return s[len(s)/2]
+}
+
 // httpSection: /api/segment/get on the real leaf-server (PostgreSQL) against
 // the bare chi baseline process, then the batch API against single IDs.
 func httpSection(t *testing.T, rep *report, sh *shared) {
@@ -160,39 +175,54 @@ func httpSection(t *testing.T, rep *report, sh *shared) {
 	st, _ := pgSetup(t, pg)
 	create(t, st, "bench", 1_000_000)
 	leaf, bare := startLeaf(t, pg), startBare(t)
-	d := scale(2 * time.Second)
+	d := scale(1500 * time.Millisecond)
+	const rounds = 4
 	for _, p := range []string{leaf.URL(""), bare.URL("")} { // warm up connections, page cache, the first load
 		mustLoad(t, p, "--tag", "bench", "--concurrency", "16", "--duration", secs(scale(time.Second)))
 	}
+	leafPID, barePID := pidOf(serverBin), pidOf(selfBin)
 	var b strings.Builder
 	fmt.Fprintf(&b, "`leafctl bench` (built from cmd/leafctl, one process) against two processes on 127.0.0.1: the real `leaf-server` "+
 		"(PostgreSQL store, tag step 10^6 so loads are rare, metrics on as in production) and a bare chi router in a process of its own "+
-		"whose handler returns an atomic counter (same `http.Server` settings). Each cell is the mean of 2 runs of %v, "+
-		"alternating which server goes first. Target: leaf-go ≥ 0.90× the bare handler's requests/s.\n\n", d)
-	b.WriteString("| clients | leaf-go req/s | bare chi req/s | **ratio** | leaf-go p50 / p99 / p999 | bare p50 / p99 / p999 | errors |\n|---:|---:|---:|---:|---|---|---|\n")
+		"whose handler returns an atomic counter (same `http.Server` settings). Each cell is the median of %d runs of %v, "+
+		"alternating which server goes first (ABBA). Target: leaf-go ≥ 0.90× the bare handler's requests/s. "+
+		"On a shared machine the rates swing by ±30%% from run to run; the server's own CPU time per request "+
+		"(utime+stime from /proc over all runs) is the steadier measure of what leaf-go adds.\n\n", rounds, d)
+	b.WriteString("| clients | leaf-go req/s | bare chi req/s | **ratio** | leaf-go p50 / p99 / p999 | bare p50 / p99 / p999 | server CPU µs/req leaf-go / bare (bare ÷ leaf-go) | errors |\n|---:|---:|---:|---:|---|---|---|---|\n")
 	for _, c := range []int{1, 4, 16, 64, 256} {
 		var lr, br []loadResult
-		for round := range 2 {
-			runLeaf := func() {
-				lr = append(lr, mustLoad(t, leaf.URL(""), "--tag", "bench", "--concurrency", itoa(c), "--duration", secs(d)))
-			}
-			runBare := func() {
-				br = append(br, mustLoad(t, bare.URL(""), "--tag", "bench", "--concurrency", itoa(c), "--duration", secs(d)))
-			}
+		var lcpu, bcpu time.Duration
+		run := func(pid int, url string, cpu *time.Duration, into *[]loadResult) {
+			c0 := cpuTime(pid)
+			*into = append(*into, mustLoad(t, url, "--tag", "bench", "--concurrency", itoa(c), "--duration", secs(d)))
+			*cpu += cpuTime(pid) - c0
+		}
+		for round := range rounds {
 			if round%2 == 0 {
-				runBare()
-				runLeaf()
+				run(barePID, bare.URL(""), &bcpu, &br)
+				run(leafPID, leaf.URL(""), &lcpu, &lr)
 			} else {
-				runLeaf()
-				runBare()
+				run(leafPID, leaf.URL(""), &lcpu, &lr)
+				run(barePID, bare.URL(""), &bcpu, &br)
 			}
 		}
-		l, bb := mean(lr), mean(br)
+		l, bb := medianRes(lr), medianRes(br)
 		sh.single[c] = l
-		fmt.Fprintf(&b, "| %d | %s | %s | **%s** | %s / %s / %s | %s / %s / %s | %s |\n", c,
+		perReq := func(cpu time.Duration, rs []loadResult) float64 {
+			var n int64
+			for _, r := range rs {
+				n += r.Requests
+			}
+			if n == 0 || cpu == 0 {
+				return 0
+			}
+			return float64(cpu.Microseconds()) / float64(n)
+		}
+		lc, bc := perReq(lcpu, lr), perReq(bcpu, br)
+		fmt.Fprintf(&b, "| %d | %s | %s | **%s** | %s / %s / %s | %s / %s / %s | %.1f / %.1f (%s) | %s |\n", c,
 			num(l.RequestsPerS, 0), num(bb.RequestsPerS, 0), ratio(l.RequestsPerS, bb.RequestsPerS),
 			dur(l.Latency.P50), dur(l.Latency.P99), dur(l.Latency.P999),
-			dur(bb.Latency.P50), dur(bb.Latency.P99), dur(bb.Latency.P999), errSummary(l))
+			dur(bb.Latency.P50), dur(bb.Latency.P99), dur(bb.Latency.P999), lc, bc, ratio(bc, lc), errSummary(mean(lr)))
 	}
 	rep.add("HTTP single ID: leaf-server vs a bare chi handler", b.String())
 
