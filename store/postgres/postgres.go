@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -78,9 +80,20 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 			RETURNING max_id, step`
 		args = append(args, step)
 	}
-	for range allocateAttempts {
+	conflicts := 0
+	for attempt := 0; attempt < allocateAttempts; attempt++ {
 		var a store.Allocation
 		err := s.pool.QueryRow(ctx, query, args...).Scan(&a.MaxID, &a.DBStep)
+		if retryable(err) && conflicts < maxConflictRetries {
+			// The statement rolled back whole: nothing was reserved, so
+			// running it again cannot hand out a range twice.
+			conflicts++
+			attempt--
+			if err := sleepCtx(ctx, conflictBackoff(conflicts)); err != nil {
+				return store.Allocation{}, fmt.Errorf("allocate %q: %w", tag, err)
+			}
+			continue
+		}
 		if err == nil {
 			a.BizTag, a.Step = tag, step
 			if step <= 0 {
@@ -101,6 +114,37 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 		}
 	}
 	return store.Allocation{}, fmt.Errorf("allocate %q: row changed during %d attempts", tag, allocateAttempts)
+}
+
+// maxConflictRetries bounds how often Allocate re-runs its UPDATE after a
+// serialization failure or deadlock (SQLSTATE 40001, 40P01), which databases
+// running at SERIALIZABLE or REPEATABLE READ report when servers allocate the
+// same row at once.
+const maxConflictRetries = 20
+
+// retryable reports whether err is a serialization failure or a deadlock.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// conflictBackoff is the pause before the n-th conflict retry: 1, 2, 4 … ms,
+// at most 50 ms, with jitter so that colliding servers spread out.
+func conflictBackoff(n int) time.Duration {
+	d := time.Millisecond << min(n-1, 6)
+	d = min(d, 50*time.Millisecond)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Tags implements store.Store, ordered by biz_tag.

@@ -1,10 +1,15 @@
 package postgres_test
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/store"
@@ -48,4 +53,78 @@ func TestOpenUnreachable(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("Open(unreachable) = %v, want an error without the password", err)
 	}
+}
+
+// TestAllocateSerializable runs allocations from four stores (four servers)
+// at once on a database whose default isolation is SERIALIZABLE: PostgreSQL
+// then refuses concurrent updates of the row with SQLSTATE 40001, and
+// Allocate must retry them instead of failing, without ever overlapping.
+func TestAllocateSerializable(t *testing.T) {
+	ctx := context.Background()
+	dsn := dbtest.Postgres(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` SET default_transaction_isolation = 'serializable'`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+
+	const servers, workers, each = 4, 8, 25
+	var stores []*postgres.Store
+	for range servers {
+		stores = append(stores, open(t, dsn))
+	}
+	var iso string
+	if err := pgxQuery(ctx, dsn, `SHOW default_transaction_isolation`, &iso); err != nil || iso != "serializable" {
+		t.Fatalf("isolation = %q, %v; want serializable", iso, err)
+	}
+	if err := stores[0].Create(ctx, store.Row{BizTag: "ser", MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []store.Allocation
+	var wg sync.WaitGroup
+	for s := range servers {
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range each {
+					a, err := stores[s].Allocate(ctx, "ser", 0)
+					if err != nil {
+						t.Errorf("Allocate(%q) on a serializable database: %v", "ser", err)
+						return
+					}
+					mu.Lock()
+					got = append(got, a)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if len(got) != servers*workers*each {
+		t.Fatalf("%d allocations succeeded, want %d", len(got), servers*workers*each)
+	}
+	slices.SortFunc(got, func(a, b store.Allocation) int { return cmp.Compare(a.MaxID, b.MaxID) })
+	for i, a := range got {
+		if want := int64(1 + 10*(i+1)); a.MaxID != want {
+			t.Fatalf("allocation %d has max_id %d, want %d: ranges overlap or have gaps", i, a.MaxID, want)
+		}
+	}
+}
+
+func pgxQuery(ctx context.Context, dsn, q string, dest any) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return conn.QueryRow(ctx, q).Scan(dest)
 }
