@@ -72,7 +72,7 @@ func newOps(h *handler) *ops {
 // routes mounts the operator routes on r.
 func (o *ops) routes(r chi.Router) {
 	if o.gatherer != nil {
-		r.Handle("/metrics", promhttp.HandlerFor(o.gatherer, promhttp.HandlerOpts{}))
+		r.Get("/metrics", promhttp.HandlerFor(o.gatherer, promhttp.HandlerOpts{}).ServeHTTP)
 	}
 	r.Get("/api/v1/segment/buffers", o.segmentBuffers)
 	r.Get("/cache", o.cachePage)
