@@ -117,9 +117,13 @@ type buffer struct {
 	lastErr                 error
 	// retired counts IDs handed out from segments that are no longer cur.
 	retired int64
-	// highMax is the highest max_id ever loaded for the tag; a segment that
-	// starts below it is refused (ErrRewound).
+	// highMax is the tag's high-water mark: the highest max_id accepted
+	// for it, by this generator or (through Config.Marks) an earlier one.
+	// A segment that starts below it is refused (ErrRewound).
 	highMax int64
+	// refusing is true from a refusal (ErrRewound) until the next
+	// successful load.
+	refusing bool
 }
 
 // stats snapshots the buffer for Generator.Stats.
@@ -138,6 +142,8 @@ func (b *buffer) stats() BufferStats {
 		LastLoadLatency: b.lastLatency,
 		LoadFailures:    b.totalFailures,
 		Issued:          b.retired,
+		Refusing:        b.refusing,
+		HighWater:       b.highMax,
 	}
 	if b.lastErr != nil {
 		st.LastError = b.lastErr.Error()

@@ -25,6 +25,14 @@ type Generator struct {
 	clock   Clock
 	log     *slog.Logger
 	limiter *rate.Limiter // nil when miss lookups are disabled
+	marks   Marks         // nil: marks are not persisted
+	rows    RowReader     // nil: a refusing tag retries by allocating
+
+	marksMu sync.Mutex // guards highs
+	// highs is the high-water mark of every tag ever loaded or read from
+	// Marks; it seeds new buffers, so that a tag dropped and re-created
+	// lower is refused too.
+	highs map[string]int64
 
 	// cache maps tag to buffer. It is copy-on-write: readers load the
 	// pointer without a lock; writers hold cacheMu and store a new map.
@@ -53,8 +61,11 @@ type Generator struct {
 // still returns the generator with Ready() false: tags then become known by
 // miss lookups and by the refresh loop, which re-reads the list every
 // Config.RefreshInterval (after a failure sooner, with the RetryMin..RetryMax
-// backoff). New returns an error only for a nil store or an
-// invalid Config. ctx bounds the first tag read only. Call Close when done.
+// backoff). New loads the high-water marks from Config.Marks first and
+// returns an error when they cannot be read (a damaged file must stop the
+// start rather than silently drop restore safety), for a nil store or for an
+// invalid Config. ctx bounds the marks load and the first tag read. Call
+// Close when done.
 func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 	if st == nil {
 		return nil, errors.New("segment: nil store")
@@ -63,7 +74,19 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Generator{st: st, cfg: cfg, clock: cfg.Clock, log: cfg.Logger}
+	g := &Generator{st: st, cfg: cfg, clock: cfg.Clock, log: cfg.Logger, marks: cfg.Marks, rows: cfg.Rows}
+	if g.rows == nil {
+		g.rows, _ = st.(RowReader)
+	}
+	g.highs = map[string]int64{}
+	if g.marks != nil {
+		m, err := g.marks.Load(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("segment: load high-water marks: %w", err)
+		}
+		g.highs = m
+		g.log.Info("segment: high-water marks loaded", "tags", len(m))
+	}
 	if cfg.MissLookupRate > 0 {
 		g.limiter = rate.NewLimiter(rate.Limit(cfg.MissLookupRate), cfg.MissLookupBurst)
 	}
@@ -293,25 +316,51 @@ func (g *Generator) startLoad(b *buffer) *loadCall {
 }
 
 // load runs one allocation and installs the segment: as cur for the first
-// load, as next otherwise. On failure it sets the backoff, or removes the tag
+// load, as next otherwise. An accepted segment's max_id becomes the tag's
+// high-water mark, stored through Config.Marks before the segment is
+// installed, so that no ID of it is handed out before the mark is durable.
+// While the tag is refusing, load first checks through Config.Rows that
+// max_id reached the mark. On failure it sets the backoff, or removes the tag
 // when the store no longer has it.
 func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
+	// Only this load changes highMax and refusing (one load per buffer).
+	b.mu.Lock()
+	high, refusing := b.highMax, b.refusing
+	b.mu.Unlock()
+
 	ctx, cancel := context.WithTimeout(g.root, g.cfg.LoadTimeout)
 	t0 := time.Now()
-	alloc, err := g.st.Allocate(ctx, b.tag, step)
+	var (
+		alloc store.Allocation
+		seg   *segment
+		err   error
+	)
+	if refusing && g.rows != nil {
+		err = g.checkFenced(ctx, b.tag, high)
+	}
+	if err == nil {
+		alloc, err = g.st.Allocate(ctx, b.tag, step)
+	}
+	if err == nil {
+		seg, err = checkAlloc(b.tag, alloc, step, high)
+	}
+	if err == nil {
+		err = g.storeMark(ctx, b.tag, seg.max)
+	}
 	latency := time.Since(t0)
 	cancel()
 	now := g.clock.Now()
 
 	b.mu.Lock()
-	var seg *segment
-	if err == nil {
-		seg, err = checkAlloc(b.tag, alloc, step, b.highMax)
-	}
 	drop := false
 	switch {
 	case err == nil:
 		b.highMax = seg.max
+		if b.refusing {
+			b.refusing = false
+			g.log.Warn("segment: tag serves again: max_id is at or above the high-water mark",
+				"biz_tag", b.tag, "segment", fmt.Sprintf("[%d, %d)", seg.start, seg.max), "high_water", high)
+		}
 		b.failures = 0
 		b.retryAt.Store(0)
 		b.lastLoad, b.lastLatency = now, latency
@@ -335,15 +384,41 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		drop = true
 		b.pending.Store(false)
 		call.err = fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
+	case errors.Is(err, ErrRewound):
+		// The row exists (it allocated) and the tag must stay visible as
+		// refusing, so even a miss-lookup buffer is kept.
+		b.refusing = true
+		b.failures++
+		b.totalFailures++
+		b.lastErr = err
+		backoff := g.backoff(b.failures, g.cfg.RefuseRetryMax)
+		b.retryAt.Store(now.Add(backoff).UnixNano())
+		b.pending.Store(false)
+		call.err = fmt.Errorf("%w: %w", ErrNoSegment, err)
+		if g.root.Err() == nil {
+			attrs := []any{"biz_tag", b.tag, "high_water", high}
+			if alloc.MaxID != 0 {
+				attrs = append(attrs, "segment", fmt.Sprintf("[%d, %d)", alloc.Start(), alloc.MaxID))
+			}
+			attrs = append(attrs, "retry_in", backoff,
+				"fix", fmt.Sprintf("leafctl tag fence %s --min <highest high_water of all servers>", b.tag),
+				"err", err)
+			defer g.log.Error("segment: refusing tag: the database went back in time (restored backup or lagging replica); "+
+				"no new segment for it until max_id is fenced forward to the high-water mark", attrs...)
+		}
 	default:
 		b.failures++
 		b.totalFailures++
 		b.lastErr = err
-		backoff := g.backoff(b.failures)
+		ceiling := g.cfg.RetryMax
+		if b.refusing {
+			ceiling = g.cfg.RefuseRetryMax
+		}
+		backoff := g.backoff(b.failures, ceiling)
 		b.retryAt.Store(now.Add(backoff).UnixNano())
 		b.pending.Store(false)
 		switch {
-		case first && b.probe:
+		case first && b.probe && !b.refusing:
 			// A miss lookup that failed: do not keep an unconfirmed tag.
 			b.removed = true
 			drop = true
@@ -357,11 +432,11 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		}
 		if g.root.Err() == nil { // not cancelled by Close
 			level := slog.LevelWarn
-			if errors.Is(err, ErrRewound) || errors.Is(err, store.ErrOverflow) {
+			if b.refusing || errors.Is(err, store.ErrOverflow) || errors.Is(err, errMarkNotStored) {
 				level = slog.LevelError // no ID for this tag until an operator acts
 			}
 			defer g.log.Log(context.Background(), level, "segment: load failed", "biz_tag", b.tag,
-				"first", first, "failures", b.failures, "retry_in", backoff, "err", err)
+				"first", first, "failures", b.failures, "retry_in", backoff, "refusing", b.refusing, "err", err)
 		}
 	}
 	if drop {
@@ -372,6 +447,40 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	b.load = nil
 	close(call.done)
 	b.mu.Unlock()
+}
+
+// errMarkNotStored wraps a Marks.Store failure. The segment is not served:
+// after a crash the mark on disk would be below IDs already handed out.
+var errMarkNotStored = errors.New("high-water mark not stored, segment not served")
+
+// storeMark makes maxID the high-water mark of tag: durable through
+// Config.Marks first, then in memory for buffers created later.
+func (g *Generator) storeMark(ctx context.Context, tag string, maxID int64) error {
+	if g.marks != nil {
+		if err := g.marks.Store(ctx, tag, maxID); err != nil {
+			return fmt.Errorf("%w: %q at %d: %w", errMarkNotStored, tag, maxID, err)
+		}
+	}
+	g.marksMu.Lock()
+	g.highs[tag] = max(g.highs[tag], maxID)
+	g.marksMu.Unlock()
+	return nil
+}
+
+// checkFenced reads the max_id of a refusing tag and returns ErrRewound while
+// it is below high, so that waiting for the fence allocates nothing. A tag
+// missing from the rows is left to Allocate to report.
+func (g *Generator) checkFenced(ctx context.Context, tag string, high int64) error {
+	rows, err := g.rows.Rows(ctx)
+	if err != nil {
+		return fmt.Errorf("read max_id of %q: %w", tag, err)
+	}
+	for _, r := range rows {
+		if r.BizTag == tag && r.MaxID < high {
+			return fmt.Errorf("%w: max_id of %q is %d, still below the high-water mark %d", ErrRewound, tag, r.MaxID, high)
+		}
+	}
+	return nil
 }
 
 // checkAlloc turns an allocation into a segment, refusing what could hand
@@ -386,20 +495,21 @@ func checkAlloc(tag string, a store.Allocation, step, highMax int64) (*segment, 
 		return nil, fmt.Errorf("segment [%d, %d) of %q holds no positive ID", a.MaxID-a.Step, a.MaxID, tag)
 	}
 	if start < highMax {
-		return nil, fmt.Errorf("%w: segment [%d, %d) of %q starts below max_id %d seen before",
+		return nil, fmt.Errorf("%w: segment [%d, %d) of %q starts below the high-water mark %d",
 			ErrRewound, start, a.MaxID, tag, highMax)
 	}
 	return newSegment(start, a.MaxID, a.Step), nil
 }
 
 // backoff returns the wait after the n-th consecutive failure: RetryMin
-// doubled n-1 times, capped at RetryMax, then jittered down by up to half.
-func (g *Generator) backoff(n int64) time.Duration {
+// doubled n-1 times, capped at ceiling (RetryMax, or RefuseRetryMax for a
+// refusing tag), then jittered down by up to half.
+func (g *Generator) backoff(n int64, ceiling time.Duration) time.Duration {
 	d := g.cfg.RetryMin
-	for i := int64(1); i < n && d < g.cfg.RetryMax; i++ {
+	for i := int64(1); i < n && d < ceiling; i++ {
 		d *= 2
 	}
-	d = min(d, g.cfg.RetryMax)
+	d = min(d, ceiling)
 	if half := int64(d / 2); half > 0 {
 		d -= time.Duration(rand.Int64N(half + 1))
 	}
@@ -436,7 +546,10 @@ func (g *Generator) miss(ctx context.Context, tag string) (int64, error) {
 }
 
 func (g *Generator) newBuffer(tag string) *buffer {
-	return &buffer{tag: tag, seq: g.bufSeq.Add(1)}
+	g.marksMu.Lock()
+	high := g.highs[tag]
+	g.marksMu.Unlock()
+	return &buffer{tag: tag, seq: g.bufSeq.Add(1), highMax: high}
 }
 
 // drop removes b from the cache if it is still the buffer of its tag.
@@ -512,7 +625,7 @@ func (g *Generator) refreshLoop() {
 	for {
 		wait := g.cfg.RefreshInterval
 		if failures > 0 {
-			wait = min(wait, g.backoff(failures))
+			wait = min(wait, g.backoff(failures, g.cfg.RetryMax))
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -106,7 +106,7 @@ func TestBackoff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for range 100 {
-			if got := g.backoff(tt.give); got < tt.min || got > tt.max {
+			if got := g.backoff(tt.give, g.cfg.RetryMax); got < tt.min || got > tt.max {
 				t.Fatalf("backoff(%d) = %v, want in [%v, %v]", tt.give, got, tt.min, tt.max)
 			}
 		}

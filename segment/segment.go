@@ -23,7 +23,34 @@
 // refresh; a failed load backs off exponentially instead of being retried on
 // every request; a step below the step column (raised by an operator) is
 // lifted to it; a segment with IDs below 1 is cut at 1 (refused if empty);
-// and a segment starting below a max_id already seen is refused (ErrRewound).
+// and a segment starting below the tag's high-water mark is refused
+// (ErrRewound).
+//
+// Restore safety (SPEC §2): per tag the generator remembers the highest
+// max_id of a segment it accepted, its high-water mark, and with
+// Config.Marks persists it (FileMarks: a file in the data directory) before
+// any ID of the segment is handed out, so a restarted server remembers it
+// too. A segment that starts below the mark means the database went back in
+// time (restored backup, failover to a lagging replica): it is refused, the
+// tag answers ErrNoSegment (-3) wrapping ErrRewound, Stats shows Refusing,
+// and the refusal is logged at error level with tag, segment and mark. The
+// tag keeps refusing until max_id is at or above the mark again, which is
+// what an operator's fence does (`leafctl tag fence <tag> --min <mark>`);
+// then the next retry serves by itself. Retries back off up to
+// Config.RefuseRetryMax (30 s). The refused allocation itself moved max_id
+// forward by one segment (never handed out, so that is safe); later retries
+// first read max_id (Config.Rows) and allocate only once it reached the
+// mark, so waiting burns nothing. Without Config.Rows every retry allocates
+// and burns one segment, and enough retries carry max_id past the mark with
+// no operator at all.
+//
+// Limits: the mark is this server's own. Another server may have handed out
+// IDs above it, so fence to the highest mark of all servers, not to the
+// mark of one; and a server with an empty data directory has no mark and
+// serves a rewound table at once. Each server refusing burns one segment
+// when it notices; if that carries max_id past the mark of a server with a
+// lower mark before the fence, that server resumes below the marks of the
+// others. Fence promptly, or stop all servers, fence, then start them.
 //
 // The package is pure: it talks to the database only through the Store
 // interface and exposes its state through Generator.Stats.
@@ -59,9 +86,12 @@ var (
 	// EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL).
 	ErrNoSegment = errors.New("segment: no segment ready")
 	// ErrRewound is returned (wrapped in ErrNoSegment) when the store hands
-	// out a segment that starts below the highest max_id this generator has
-	// already seen for the tag: the database went back in time (restored
-	// backup, failover to a lagging replica). The segment is refused.
+	// out a segment that starts below the tag's high-water mark, the
+	// highest max_id this generator (or, with Config.Marks, an earlier run
+	// on the same data directory) accepted: the database went back in time
+	// (restored backup, failover to a lagging replica). The segment is
+	// refused, and so is every later one until max_id is fenced forward to
+	// the mark.
 	ErrRewound = errors.New("segment: store went back in time")
 	// ErrClosed is returned by Get after Close (Code maps it to -3).
 	ErrClosed = errors.New("segment: generator closed")
@@ -97,6 +127,15 @@ type Store interface {
 
 // Every store.Store (postgres, mysql, sqlite) is a Store.
 var _ Store = store.Store(nil)
+
+// RowReader reads leaf_alloc without changing it (Config.Rows). Every
+// store.Store is one. It must be safe for concurrent use.
+type RowReader interface {
+	// Rows returns every leaf_alloc row.
+	Rows(ctx context.Context) ([]store.Row, error)
+}
+
+var _ RowReader = store.Store(nil)
 
 // Clock is the generator's source of time, injected so that tests can move
 // time by hand. Now must be safe for concurrent use. The generator uses Now
@@ -143,11 +182,14 @@ const (
 	// DefaultShrinkWindow is Config.ShrinkWindow's default: 30 min (twice
 	// Leaf's SEGMENT_DURATION).
 	DefaultShrinkWindow = 30 * time.Minute
+	// DefaultRefuseRetryMax is Config.RefuseRetryMax's default: 30 s (or
+	// RetryMax when that is longer).
+	DefaultRefuseRetryMax = 30 * time.Second
 )
 
 // Config tunes a Generator. The zero value means the defaults; New returns an
 // error for a negative duration, MaxStep or MissLookupBurst, for RetryMax <
-// RetryMin and for ShrinkWindow < GrowWindow.
+// RetryMin, for RefuseRetryMax < RetryMax and for ShrinkWindow < GrowWindow.
 type Config struct {
 	// WaitTimeout bounds how long Get waits for the load in flight when the
 	// current segment is spent, measured on the real clock. Default 1 s.
@@ -180,6 +222,20 @@ type Config struct {
 	// the step, never below the DB step (Leaf's 2*SEGMENT_DURATION).
 	// Default 30 min.
 	ShrinkWindow time.Duration
+	// Marks persists the per-tag high-water marks (restore safety, see the
+	// package doc); New loads them and fails if they cannot be read. Default
+	// nil: marks live in memory only and a restart forgets them. leaf-server
+	// passes a FileMarks in its data directory.
+	Marks Marks
+	// Rows reads leaf_alloc without changing it. While a tag is refusing,
+	// each retry reads the tag's max_id first and allocates only once it is
+	// at or above the mark, so that waiting for the fence burns no segment.
+	// Default: the Store itself when it has a Rows method (store.Store has);
+	// nil otherwise, and then every retry allocates and burns one segment.
+	Rows RowReader
+	// RefuseRetryMax caps the backoff between retries of a refusing tag
+	// (RetryMin doubling up to it). Default 30 s, or RetryMax when longer.
+	RefuseRetryMax time.Duration
 	// Clock is the source of time. Default SystemClock{}.
 	Clock Clock
 	// Logger receives load failures and refresh errors. Default
@@ -202,6 +258,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"RetryMax", &c.RetryMax, DefaultRetryMax},
 		{"GrowWindow", &c.GrowWindow, DefaultGrowWindow},
 		{"ShrinkWindow", &c.ShrinkWindow, DefaultShrinkWindow},
+		{"RefuseRetryMax", &c.RefuseRetryMax, max(DefaultRefuseRetryMax, c.RetryMax)},
 	} {
 		switch {
 		case *d.v < 0:
@@ -227,6 +284,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RetryMax < c.RetryMin {
 		return c, fmt.Errorf("segment: config RetryMax %v < RetryMin %v", c.RetryMax, c.RetryMin)
+	}
+	if c.RefuseRetryMax < c.RetryMax {
+		return c, fmt.Errorf("segment: config RefuseRetryMax %v < RetryMax %v", c.RefuseRetryMax, c.RetryMax)
 	}
 	if c.ShrinkWindow < c.GrowWindow {
 		return c, fmt.Errorf("segment: config ShrinkWindow %v < GrowWindow %v", c.ShrinkWindow, c.GrowWindow)

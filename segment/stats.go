@@ -59,6 +59,14 @@ type BufferStats struct {
 	// idle part of the current segment plus the whole next segment. Divide
 	// by the rate for the runway.
 	Remaining int64
+	// Refusing is true while the tag refuses segments below its high-water
+	// mark (ErrRewound): the database went back in time and the tag gets no
+	// new segment until max_id is fenced to at least HighWater. Segments
+	// already in memory keep serving.
+	Refusing bool
+	// HighWater is the tag's high-water mark: the highest max_id accepted
+	// for it, persisted with Config.Marks (0 when none).
+	HighWater int64
 }
 
 // Stats returns a snapshot of every buffer, sorted by tag. It locks each

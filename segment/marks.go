@@ -1,0 +1,117 @@
+package segment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/leaf-go/leaf/internal/atomicfile"
+)
+
+// Marks persists the per-tag high-water marks of restore safety (SPEC §2):
+// for each biz_tag, the highest max_id of a segment the generator accepted.
+// The generator loads them once in New and stores a tag's new mark after
+// every accepted allocation, before any ID of that segment is handed out; a
+// segment that starts below the mark is refused (ErrRewound).
+//
+// FileMarks keeps them in a file of the server's data directory; without
+// Config.Marks the generator keeps them in memory only. Load returns an empty map when nothing was ever stored. Store may be called
+// concurrently for different tags, always with a mark above the one stored
+// for the tag; it must be durable when it returns nil.
+type Marks interface {
+	Load(ctx context.Context) (map[string]int64, error)
+	Store(ctx context.Context, tag string, maxID int64) error
+}
+
+// FileMarks keeps the marks of all tags in one JSON file, an object mapping
+// biz_tag to its mark as a decimal string (strings because marks may pass
+// 2^53, where JSON tools lose digits):
+//
+//	{"marks":{"order":"4001","short_link":"120001"}}
+//
+// Every Store rewrites the whole file atomically (temporary file in the same
+// directory, fsync, rename, fsync of the directory), so a crash leaves the
+// old or the new content, never a torn one. Marks are never lowered. Safe for
+// concurrent use within one process (Stores are serialised); two processes
+// must not share a path.
+type FileMarks struct {
+	path string
+
+	mu sync.Mutex // guards marks
+	// marks is every mark read or stored, by tag.
+	marks map[string]int64
+}
+
+var _ Marks = (*FileMarks)(nil)
+
+// marksFile is the JSON layout of a FileMarks file.
+type marksFile struct {
+	Marks map[string]string `json:"marks"`
+}
+
+// NewFileMarks returns a FileMarks at path. Nothing is read or written until
+// Load or Store; the directory is created on the first Store.
+func NewFileMarks(path string) *FileMarks {
+	return &FileMarks{path: path, marks: map[string]int64{}}
+}
+
+// Path returns the file's path.
+func (f *FileMarks) Path() string { return f.path }
+
+// Load reads the file. A missing file means no marks (an empty map, nil
+// error); an unreadable or malformed file is an error, so that a damaged
+// file stops the start instead of silently dropping restore safety. The
+// result is a copy the caller may keep.
+func (f *FileMarks) Load(ctx context.Context) (map[string]int64, error) {
+	b, err := os.ReadFile(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]int64{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read high-water marks: %w", err)
+	}
+	var mf marksFile
+	if err := json.Unmarshal(b, &mf); err != nil {
+		return nil, fmt.Errorf("high-water marks file %s: %w", f.path, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for tag, s := range mf.Marks {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("high-water marks file %s: mark of %q is %q, not an integer", f.path, tag, s)
+		}
+		f.marks[tag] = max(f.marks[tag], v)
+	}
+	return maps.Clone(f.marks), nil
+}
+
+// Store raises the mark of tag to maxID and writes the file, unless the mark
+// is already at least maxID. It returns once the file is durable.
+func (f *FileMarks) Store(ctx context.Context, tag string, maxID int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if old, ok := f.marks[tag]; ok && old >= maxID {
+		return nil
+	}
+	mf := marksFile{Marks: make(map[string]string, len(f.marks)+1)}
+	for t, v := range f.marks {
+		mf.Marks[t] = strconv.FormatInt(v, 10)
+	}
+	mf.Marks[tag] = strconv.FormatInt(maxID, 10)
+	b, err := json.MarshalIndent(mf, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(f.path, append(b, '\n')); err != nil {
+		return fmt.Errorf("write high-water marks: %w", err)
+	}
+	f.marks[tag] = maxID
+	return nil
+}
