@@ -348,7 +348,7 @@ type segmentCollector struct {
 	loads *LoadRecorder // nil when Deps.Loads is unset
 
 	issued, step, minStep, curIdle, buffered, nextReady, loading,
-	rate, runway, lastLoad, lastLatency, tags *prometheus.Desc
+	rate, runway, lastLoad, lastLatency, tags, rewound *prometheus.Desc
 }
 
 func newSegmentCollector(tr *tracker, errs *tagErrors, loads *LoadRecorder) *segmentCollector {
@@ -370,13 +370,14 @@ func newSegmentCollector(tr *tracker, errs *tagErrors, loads *LoadRecorder) *seg
 		lastLoad:    d("leaf_segment_last_load_timestamp_seconds", "Unix time of the last successful segment load.", tag),
 		lastLatency: d("leaf_segment_last_load_duration_seconds", "Duration of the last successful segment load.", tag),
 		tags:        d("leaf_segment_tags", "Biz tags known to the generator (rows of leaf_alloc).", nil),
+		rewound:     d("leaf_segment_rewound", "1 while the tag refuses segments below its high-water mark (the database went back in time; fence it forward), else 0.", tag),
 	}
 }
 
 // Describe sends the descriptors of the Stats series and of the vectors.
 func (c *segmentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.issued, c.step, c.minStep, c.curIdle, c.buffered,
-		c.nextReady, c.loading, c.rate, c.runway, c.lastLoad, c.lastLatency, c.tags} {
+		c.nextReady, c.loading, c.rate, c.runway, c.lastLoad, c.lastLatency, c.tags, c.rewound} {
 		ch <- d
 	}
 	c.errs.vec.Describe(ch)
@@ -393,6 +394,10 @@ func (c *segmentCollector) Collect(ch chan<- prometheus.Metric) {
 	live := make(map[string]bool, len(views))
 	for _, v := range views {
 		live[v.BizTag] = true
+		// A tag refused since the restart never loaded (InitOK false), but its row exists.
+		if v.InitOK || v.Refusing {
+			ch <- prometheus.MustNewConstMetric(c.rewound, prometheus.GaugeValue, b2f(v.Refusing), v.BizTag)
+		}
 		if !v.InitOK {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -82,9 +83,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			}
 		}
 		loads := api.RecordLoads(st) // counts and times every allocation for /metrics
+		// Restore safety: per-tag high-water marks survive restarts in the data dir.
+		marks := segment.NewFileMarks(filepath.Join(cfg.DataDir, "segment-marks.json"))
 		gen, err := segment.New(ctx, loads, segment.Config{
 			WaitTimeout:     cfg.WaitTimeout,
 			RefreshInterval: cfg.RefreshInterval,
+			Marks:           marks,
+			Rows:            st, // a refusing tag reads max_id instead of burning segments
 			Logger:          log,
 		})
 		if err != nil {
@@ -92,7 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer gen.Close()
 		deps.Segment, deps.Store, deps.Loads = gen, st, loads
-		log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()))
+		log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()), "high_water_marks", marks.Path())
 	}
 
 	if cfg.SnowflakeEnabled {
