@@ -51,8 +51,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/internal/atomicfile"
+	"github.com/leaf-go/leaf/snowflake"
 )
 
 var (
