@@ -170,24 +170,30 @@ type buffersJSON struct {
 }
 
 type bufferJSON struct {
-	BizTag                 string        `json:"bizTag"`
-	InitOK                 bool          `json:"initOk"`
-	NextReady              bool          `json:"nextReady"`
-	Loading                bool          `json:"loading"`
-	Pos                    int           `json:"pos"`
-	Segments               [2]segJSON    `json:"segments"`
-	Step                   int64         `json:"step"`
-	MinStep                int64         `json:"minStep"`
-	LastLoad               *time.Time    `json:"lastLoad"`
-	LastLoadLatencySeconds float64       `json:"lastLoadLatencySeconds"`
-	LoadFailures           string        `json:"loadFailures"`
-	LastError              string        `json:"lastError"`
-	RetryAt                *time.Time    `json:"retryAt"`
-	Issued                 string        `json:"issued"`
-	Remaining              string        `json:"remaining"`
-	Rate                   float64       `json:"rate"`
-	RunwaySeconds          *float64      `json:"runwaySeconds"`
-	StepHistory            []stepChangeJ `json:"stepHistory"`
+	BizTag                 string     `json:"bizTag"`
+	InitOK                 bool       `json:"initOk"`
+	NextReady              bool       `json:"nextReady"`
+	Loading                bool       `json:"loading"`
+	Pos                    int        `json:"pos"`
+	Segments               [2]segJSON `json:"segments"`
+	Step                   int64      `json:"step"`
+	MinStep                int64      `json:"minStep"`
+	LastLoad               *time.Time `json:"lastLoad"`
+	LastLoadLatencySeconds float64    `json:"lastLoadLatencySeconds"`
+	LoadFailures           string     `json:"loadFailures"`
+	LastError              string     `json:"lastError"`
+	// Refusing is true while the tag refuses segments below its high-water
+	// mark (the database went back in time; fence the tag forward).
+	Refusing bool `json:"refusing"`
+	// HighWater is the highest max_id this server was ever given for the
+	// tag (persisted in its data dir), as a string.
+	HighWater     string        `json:"highWater"`
+	RetryAt       *time.Time    `json:"retryAt"`
+	Issued        string        `json:"issued"`
+	Remaining     string        `json:"remaining"`
+	Rate          float64       `json:"rate"`
+	RunwaySeconds *float64      `json:"runwaySeconds"`
+	StepHistory   []stepChangeJ `json:"stepHistory"`
 }
 
 type segJSON struct {
@@ -228,6 +234,8 @@ func toJSON(v bufferView) bufferJSON {
 		LastLoadLatencySeconds: v.LastLoadLatency.Seconds(),
 		LoadFailures:           i64(v.LoadFailures),
 		LastError:              v.LastError,
+		Refusing:               v.Refusing,
+		HighWater:              i64(v.HighWater),
 		RetryAt:                timePtr(v.RetryAt),
 		Issued:                 i64(v.Issued),
 		Remaining:              i64(v.Remaining),

@@ -107,6 +107,9 @@ func TestRestoreDrill(t *testing.T) {
 				}
 				return true
 			})
+			if code, body, _ := p2.get(t.Context(), "/api/v1/segment/buffers"); code != 200 || !strings.Contains(body, `"refusing":true`) {
+				t.Errorf("/api/v1/segment/buffers while refusing = %d %s, want refusing true", code, body)
+			}
 			if got := restoreMetric(t, p2, `leaf_segment_rewound{biz_tag="drill"}`); got != "1" {
 				t.Fatalf("leaf_segment_rewound = %q while refusing, want 1", got)
 			}
