@@ -72,6 +72,7 @@ func TestHarness(t *testing.T) {
 	section("updates", func(t *testing.T) { updatesSection(t, rep) })
 	section("servers", func(t *testing.T) { serversSection(t, rep) })
 	section("memory", func(t *testing.T) { memorySection(t, rep) })
+	section("tags", func(t *testing.T) { serverTagsSection(t, rep) })
 	mt := "3s"
 	if *quick {
 		mt = "300ms"

@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leaf-go/leaf/internal/dbtest"
+)
+
+// rss returns the resident set size of pid in bytes (0 when unknown).
+func rss(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// serverTagsSection: the first request of N distinct tags on the real
+// leaf-server (each one a synchronous segment load, and with restore safety
+// a high-water mark stored in <data-dir>), against the same warm-up in
+// process without marks (the memory section).
+func serverTagsSection(t *testing.T, rep *report) {
+	sizes := []int{100, 1000, 10_000}
+	budget := 20 * time.Second
+	if *quick {
+		sizes, budget = sizes[:2], 3*time.Second
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "A fresh PostgreSQL database with N tags (one `INSERT … SELECT generate_series`, DB step 1,000; synchronous_commit off as in the memory section) and a fresh leaf-server "+
+		"(default settings, so its restore-safety high-water marks go to `<data-dir>/segment-marks.json`); 16 Go clients then request "+
+		"each tag once over HTTP, each first request being a synchronous segment load, for at most %v per size. "+
+		"RSS is the server's resident memory from /proc. Compare the loads/s with the in-process warm-up without marks "+
+		"in the memory section.\n\n", budget)
+	b.WriteString("| tags | warmed | time | **first requests (loads) per s** | errors | server RSS before → after | RSS per warmed tag |\n|---:|---:|---:|---:|---:|---|---:|\n")
+	for _, n := range sizes {
+		pg := dbtest.Postgres(t)
+		_, conn := pgSetup(t, pg)
+		// As in the memory section: commits do not wait for the WAL flush,
+		// so that the loads/s show the server's own cost per load.
+		if _, err := conn.Exec(t.Context(), `ALTER DATABASE `+conn.Config().Database+` SET synchronous_commit = off`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(t.Context(), `INSERT INTO leaf_alloc (biz_tag, max_id, step, update_time)
+			SELECT 'tag-' || lpad(g::text, 6, '0'), 1, 1000, now() FROM generate_series(1, $1::int) g`, n); err != nil {
+			t.Fatal(err)
+		}
+		leaf := startLeaf(t, pg)
+		pid := pidOf(serverBin)
+		r0 := rss(pid)
+		ctx, cancel := context.WithTimeout(t.Context(), budget)
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}
+		var next, done, failed atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range 16 {
+			wg.Go(func() {
+				for i := next.Add(1); i <= int64(n) && ctx.Err() == nil; i = next.Add(1) {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, leaf.URL(fmt.Sprintf("/api/segment/get/tag-%06d", i)), nil)
+					resp, err := client.Do(req)
+					if err != nil {
+						if ctx.Err() == nil {
+							failed.Add(1)
+						}
+						continue
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						failed.Add(1)
+						continue
+					}
+					done.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		took := time.Since(start)
+		cancel()
+		client.CloseIdleConnections()
+		r1 := rss(pid)
+		per := "–"
+		if d := done.Load(); d > 0 {
+			per = num(float64(r1-r0)/float64(d), 0) + " B"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %v | **%s** | %d | %s → %s | %s |\n", num(float64(n), 0), num(float64(done.Load()), 0),
+			took.Round(time.Millisecond), num(float64(done.Load())/took.Seconds(), 0), failed.Load(), mib(uint64(r0)), mib(uint64(r1)), per)
+		leaf.Kill9()
+	}
+	rep.add("First use of many tags on the real server", b.String())
+}
