@@ -1,24 +1,21 @@
 package client_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/leaf-go/leaf/internal/servertest"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -29,96 +26,30 @@ var serverBin string
 // TestMain builds leaf-server, runs the tests and then checks that no
 // goroutine outlived them (the client's refills are owned by Close).
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "leaf-client-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin = filepath.Join(dir, "leaf-server")
-	args := []string{"build", "-o", serverBin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, "github.com/leaf-go/leaf/cmd/leaf-server")...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build leaf-server:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
+	servertest.Run(m, &serverBin, func(code int) int {
+		if code == 0 {
+			if err := goleak.Find(); err != nil {
+				fmt.Fprintln(os.Stderr, "goleak:", err)
+				return 1
+			}
 		}
-	}
-	os.Exit(code)
+		return code
+	})
 }
 
 // proc is one real leaf-server process on a loopback port.
 type proc struct {
-	cmd  *exec.Cmd
+	*servertest.Proc
 	addr string // host:port it listens on
-	done chan struct{}
-
-	mu  sync.Mutex // guards log
-	log strings.Builder
 }
-
-var addrRe = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
 // startServer runs leaf-server with args (plus --listen 127.0.0.1:0) in dir,
 // waits for it to listen and to be ready (/readyz 200). It is killed when the
 // test ends.
 func startServer(t testing.TB, dir string, args ...string) *proc {
 	t.Helper()
-	args = append([]string{"--listen", "127.0.0.1:0"}, args...)
-	cmd := exec.Command(serverBin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "LEAF_LOG_LEVEL=info")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start leaf-server: %v", err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	found := make(chan string, 1)
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.log.WriteString(line + "\n")
-			p.mu.Unlock()
-			if m := addrRe.FindStringSubmatch(line); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	go func() { <-scanned; _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.kill9()
-		if t.Failed() {
-			t.Logf("leaf-server %v log:\n%s", args, p.logs())
-		}
-	})
-	select {
-	case p.addr = <-found:
-	case <-p.done:
-		t.Fatalf("leaf-server %v exited before listening:\n%s", args, p.logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("leaf-server %v did not listen within 30s:\n%s", args, p.logs())
-	}
+	sp := servertest.Start(t, serverBin, servertest.Options{Dir: dir, Args: args, StartTimeout: 30 * time.Second})
+	p := &proc{Proc: sp, addr: sp.Addr()}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		status, _ := p.get(t, "/readyz")
@@ -126,23 +57,16 @@ func startServer(t testing.TB, dir string, args ...string) *proc {
 			return p
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("leaf-server %v not ready within 20s:\n%s", args, p.logs())
+			t.Fatalf("leaf-server %v not ready within 20s:\n%s", args, p.Logs())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-func (p *proc) logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
-}
+func (p *proc) logs() string { return p.Logs() }
 
 // kill9 kills the process with SIGKILL and waits until it is gone.
-func (p *proc) kill9() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
+func (p *proc) kill9() { p.Kill9() }
 
 // base is the server's base URL.
 func (p *proc) base() string { return "http://" + p.addr }

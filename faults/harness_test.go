@@ -30,25 +30,15 @@ import (
 var serverBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "leaf-faults-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin, err = servertest.Build(dir, raceEnabled)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	start := time.Now()
-	code := m.Run()
-	os.RemoveAll(dir)
-	if path := os.Getenv("LEAF_FAULTS_REPORT"); path != "" {
-		if err := os.WriteFile(path, []byte(report.markdown(time.Since(start))), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "write report:", err)
+	servertest.Run(m, &serverBin, func(code int) int {
+		if path := os.Getenv("LEAF_FAULTS_REPORT"); path != "" {
+			if err := os.WriteFile(path, []byte(report.markdown(time.Since(start))), 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, "write report:", err)
+			}
 		}
-	}
-	os.Exit(code)
+		return code
+	})
 }
 
 // start runs one leaf-server in dir with args.
@@ -99,7 +89,7 @@ func (s *summary) markdown(wall time.Duration) string {
 	rows := slices.Clone(s.rows)
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Scenario < rows[j].Scenario })
 	var b strings.Builder
-	fmt.Fprintf(&b, "Campaign wall time %s (%s, race=%v)\n\n", wall.Round(time.Second), time.Now().UTC().Format(time.RFC3339), raceEnabled)
+	fmt.Fprintf(&b, "Campaign wall time %s (%s, race=%v)\n\n", wall.Round(time.Second), time.Now().UTC().Format(time.RFC3339), servertest.Race)
 	b.WriteString("| scenario | size | IDs | dups | errors (status code: count) | worst error latency | recovery | note | reproduce |\n")
 	b.WriteString("| --- | --- | ---: | ---: | --- | ---: | --- | --- | --- |\n")
 	for _, r := range rows {

@@ -62,15 +62,15 @@ func TestDefaultStartServesDemoTag(t *testing.T) {
 func TestSIGTERMDrainsAndExits(t *testing.T) {
 	p := startServer(t, t.TempDir())
 	p.id(t, "leaf-segment-test")
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(15 * time.Second):
 		t.Fatal("leaf-server did not exit within 15s of SIGTERM")
 	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := p.ExitCode(); code != 0 {
 		t.Errorf("exit code after SIGTERM = %d, want 0\n%s", code, p.logs())
 	}
 	if _, _, err := p.get(context.Background(), "/healthz"); err == nil {
@@ -579,10 +579,10 @@ func TestSQLLeaseWorkerIDs(t *testing.T) {
 		}
 	}
 	w0, g0 := status(servers[0])
-	if err := servers[0].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := servers[0].Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	<-servers[0].done
+	<-servers[0].Done()
 	p := startServer(t, t.TempDir(), args...)
 	w, g := status(p)
 	if w != w0 || g <= g0 {

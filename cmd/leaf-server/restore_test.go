@@ -77,10 +77,10 @@ func TestRestoreDrill(t *testing.T) {
 			dump := dumpRow(t, db, tag) // the backup
 			take(p, 300)
 			restoreRow(t, tt.kind, db, dump)
-			if err := p.cmd.Process.Signal(tt.stop); err != nil {
+			if err := p.Signal(tt.stop); err != nil {
 				t.Fatal(err)
 			}
-			<-p.done
+			<-p.Done()
 
 			marks, err := segment.NewFileMarks(filepath.Join(dataDir, "segment-marks.json")).Load(ctx)
 			if err != nil {

@@ -191,3 +191,27 @@ func (p *Proc) Do(ctx context.Context, method, path string) (int, string, error)
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
 }
+
+// Run is a TestMain body: it builds leaf-server (with -race when Race) into a
+// temporary directory, stores the binary's path in *bin, runs the tests,
+// removes the directory, runs after (when non-nil) with the tests' exit code
+// and exits with the code after returns. A failed build exits 1.
+func Run(m *testing.M, bin *string, after func(code int) int) {
+	dir, err := os.MkdirTemp("", "leaf-server-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin, err = Build(dir, Race)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if after != nil {
+		code = after(code)
+	}
+	os.Exit(code)
+}
