@@ -13,20 +13,27 @@ import (
 )
 
 // goBench runs `go test -bench` in pkg (a path relative to the module root)
-// and returns, per benchmark name without the -GOMAXPROCS suffix, the median
-// over count runs of every reported unit (ns/op, B/op, allocs/op, custom).
+// count times, each a separate pass over all the benchmarks (-count 1), so
+// that a burst of load from elsewhere on the machine hits one sample of each
+// benchmark rather than every sample of one. It returns, per benchmark name
+// without the -GOMAXPROCS suffix, the median of every reported unit (ns/op,
+// B/op, allocs/op, custom metrics).
 func goBench(t *testing.T, pkg, re, benchtime string, count int) map[string]map[string]float64 {
 	t.Helper()
 	start := time.Now()
-	cmd := exec.Command("go", "test", "-run", "^$", "-bench", re, "-benchmem",
-		"-benchtime", benchtime, "-count", strconv.Itoa(count), pkg)
-	cmd.Dir = ".."
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go test -bench %s %s: %v\n%s", re, pkg, err, out)
+	var all strings.Builder
+	for range count {
+		cmd := exec.Command("go", "test", "-run", "^$", "-bench", re, "-benchmem",
+			"-benchtime", benchtime, "-count", "1", pkg)
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go test -bench %s %s: %v\n%s", re, pkg, err, out)
+		}
+		all.Write(out)
 	}
-	fmt.Printf("go test -bench %q %s: %v\n", re, pkg, time.Since(start).Round(time.Second))
-	return parseBench(string(out))
+	fmt.Printf("go test -bench %q %s (%d passes): %v\n", re, pkg, count, time.Since(start).Round(time.Second))
+	return parseBench(all.String())
 }
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
@@ -72,7 +79,7 @@ func parseBench(out string) map[string]map[string]float64 {
 func segmentSection(t *testing.T, rep *report, benchtime string, count int) {
 	r := goBench(t, "./segment/", "^Benchmark(AtomicAdd|MapAtomicAdd|Get)$", benchtime, count)
 	var b strings.Builder
-	fmt.Fprintf(&b, "`go test -bench '^Benchmark(AtomicAdd|MapAtomicAdd|Get)$' -benchtime %s -count %d ./segment/`, median of the runs. "+
+	fmt.Fprintf(&b, "`go test -bench '^Benchmark(AtomicAdd|MapAtomicAdd|Get)$' -benchtime %s ./segment/` run %d times, median of the runs. "+
 		"Get is the full in-process call (`Generator.Get` on a SQLite store, step 2^31−1 so no load happens); "+
 		"the baselines are a bare `atomic.Int64.Add` and a copy-on-write `map[string]*counter` lookup plus the add. "+
 		"Ratio = baseline ns/op ÷ Get ns/op, i.e. Get's throughput as a share of the baseline's (target ≥ 0.80 against the atomic add).\n\n", benchtime, count)
@@ -98,7 +105,7 @@ func snowflakeSection(t *testing.T, rep *report, benchtime string, count int) {
 	// cap is 4096 minus the mean start, 49.5 (issue 3).
 	const capRandom, capZero = 4096 - 49.5, 4096.0
 	var b strings.Builder
-	fmt.Fprintf(&b, "`go test -bench '%s' -benchtime %s -count %d ./snowflake/`, median of the runs. "+
+	fmt.Fprintf(&b, "`go test -bench '%s' -benchtime %s ./snowflake/` run %d times, median of the runs. "+
 		"The default layout (41/10/12) caps one worker at 4096 IDs per millisecond; with Leaf's random start of the sequence in [0, 100) "+
 		"the cap is 4046.5/ms. Target: Next ≥ 0.97 of the cap.\n\n", re, benchtime, count)
 	b.WriteString("| generator | ns/op | allocs/op | IDs/ms | **÷ cap** | cap used |\n|---|---:|---:|---:|---:|---|\n")

@@ -176,8 +176,8 @@ func httpSection(t *testing.T, rep *report, sh *shared) {
 	st, _ := pgSetup(t, pg)
 	create(t, st, "bench", 1_000_000)
 	leaf, bare := startLeaf(t, pg), startBare(t)
-	d := scale(1500 * time.Millisecond)
-	const rounds = 4
+	d := scale(time.Second)
+	const rounds = 6
 	for _, p := range []string{leaf.URL(""), bare.URL("")} { // warm up connections, page cache, the first load
 		mustLoad(t, p, "--tag", "bench", "--concurrency", "16", "--duration", secs(scale(time.Second)))
 	}
@@ -186,7 +186,7 @@ func httpSection(t *testing.T, rep *report, sh *shared) {
 	fmt.Fprintf(&b, "`leafctl bench` (built from cmd/leafctl, one process) against two processes on 127.0.0.1: the real `leaf-server` "+
 		"(PostgreSQL store, tag step 10^6 so loads are rare, metrics on as in production) and a bare chi router in a process of its own "+
 		"whose handler returns an atomic counter (same `http.Server` settings). Each cell is the median of %d runs of %v, "+
-		"alternating which server goes first (ABBA). Target: leaf-go ≥ 0.90× the bare handler's requests/s. "+
+		"alternating which server goes first (ABBA…). Target: leaf-go ≥ 0.90× the bare handler's requests/s. "+
 		"On a shared machine the rates swing by ±30%% from run to run; the server's own CPU time per request "+
 		"(utime+stime from /proc over all runs) is the steadier measure of what leaf-go adds.\n\n", rounds, d)
 	b.WriteString("| clients | leaf-go req/s | bare chi req/s | **ratio** | leaf-go p50 / p99 / p999 | bare p50 / p99 / p999 | server CPU µs/req leaf-go / bare (bare ÷ leaf-go) | errors |\n|---:|---:|---:|---:|---|---|---|---|\n")
