@@ -59,61 +59,7 @@ func (h *handler) decodeSnowflakeID(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// idView is the JSON answer of decode and encode. The ID is a string because
-// 64-bit IDs pass JavaScript's 2^53.
-type idView struct {
-	ID         string   `json:"id"`
-	Timestamp  int64    `json:"timestamp"` // Unix ms
-	Time       string   `json:"time"`      // ISO-8601 UTC, ms precision
-	Worker     int64    `json:"worker"`
-	Datacenter int64    `json:"datacenter"`
-	Machine    int64    `json:"machine"`
-	Sequence   int64    `json:"sequence"`
-	Bits       bitsView `json:"bits"`
-	Layout     layoutV  `json:"layout"`
-}
-
-type bitsView struct {
-	Sign     string `json:"sign"`
-	Time     string `json:"time"`
-	Worker   string `json:"worker"`
-	Sequence string `json:"sequence"`
-	All      string `json:"all"` // 64 binary digits, most significant first
-}
-
-type layoutV struct {
-	EpochMillis  int64 `json:"epoch"`
-	TimeBits     int   `json:"timeBits"`
-	WorkerBits   int   `json:"workerBits"`
-	SequenceBits int   `json:"sequenceBits"`
-}
-
-func (h *handler) view(id int64) idView {
-	l := h.layout()
-	p := l.Decompose(id)
-	all := strconv.FormatUint(uint64(id), 2)
-	for len(all) < 64 {
-		all = "0" + all
-	}
-	tb, wb := int(l.TimeBits), int(l.WorkerBits)
-	return idView{
-		ID:         strconv.FormatInt(id, 10),
-		Timestamp:  p.Millis,
-		Time:       time.UnixMilli(p.Millis).UTC().Format("2006-01-02T15:04:05.000Z"),
-		Worker:     p.Worker,
-		Datacenter: p.Datacenter,
-		Machine:    p.Machine,
-		Sequence:   p.Sequence,
-		Bits: bitsView{
-			Sign:     all[:1],
-			Time:     all[1 : 1+tb],
-			Worker:   all[1+tb : 1+tb+wb],
-			Sequence: all[1+tb+wb:],
-			All:      all,
-		},
-		Layout: layoutV{l.EpochMillis(), int(l.TimeBits), int(l.WorkerBits), int(l.SequenceBits)},
-	}
-}
+func (h *handler) view(id int64) snowflake.Description { return h.layout().Describe(id) }
 
 // decode is GET /api/v1/snowflake/decode/{id}.
 func (h *handler) decode(w http.ResponseWriter, r *http.Request) {
@@ -206,7 +152,7 @@ func (h *handler) snowflakeStatus(w http.ResponseWriter, r *http.Request) {
 		"sequenceWaits":       s.SequenceWaits,
 		"highWaterStores":     s.HighWaterStores,
 		"highWaterFailures":   s.HighWaterFailures,
-		"layout":              layoutV{s.Layout.EpochMillis(), int(s.Layout.TimeBits), int(s.Layout.WorkerBits), int(s.Layout.SequenceBits)},
+		"layout":              s.Layout.Describe(0).Layout,
 		"layoutEnd":           ts(s.Layout.End()),
 	}
 	if h.d.SnowflakeState != nil {

@@ -12,66 +12,17 @@ import (
 	"github.com/leaf-go/leaf/snowflake"
 )
 
-// idView is the JSON of decode and encode --json, the same shape as the
-// server's /api/v1/snowflake/decode/{id} plus localTime. The ID is a string
-// because 64-bit IDs pass JavaScript's 2^53.
+// idView is the JSON of decode and encode --json: the server's
+// /api/v1/snowflake/decode/{id} answer plus localTime.
 type idView struct {
-	ID         string     `json:"id"`
-	Timestamp  int64      `json:"timestamp"` // Unix ms
-	Time       string     `json:"time"`      // UTC, ms precision
-	LocalTime  string     `json:"localTime"` // the machine's time zone, ms precision
-	Worker     int64      `json:"worker"`
-	Datacenter int64      `json:"datacenter"`
-	Machine    int64      `json:"machine"`
-	Sequence   int64      `json:"sequence"`
-	Bits       bitsView   `json:"bits"`
-	Layout     layoutView `json:"layout"`
+	snowflake.Description
+	LocalTime string `json:"localTime"` // the machine's time zone, ms precision
 }
-
-// bitsView is the 64 bits of an ID as binary digits, split by field.
-type bitsView struct {
-	Sign     string `json:"sign"`
-	Time     string `json:"time"`
-	Worker   string `json:"worker"`
-	Sequence string `json:"sequence"`
-	All      string `json:"all"` // 64 binary digits, most significant first
-}
-
-// layoutView names the layout an ID was read with.
-type layoutView struct {
-	EpochMillis  int64 `json:"epoch"`
-	TimeBits     int   `json:"timeBits"`
-	WorkerBits   int   `json:"workerBits"`
-	SequenceBits int   `json:"sequenceBits"`
-}
-
-const isoMillis = "2006-01-02T15:04:05.000Z07:00"
 
 // view decodes id with layout l; local is the zone of localTime.
 func view(l snowflake.Layout, id int64, local *time.Location) idView {
-	p := l.Decompose(id)
-	all := strconv.FormatUint(uint64(id), 2)
-	all = strings.Repeat("0", 64-len(all)) + all
-	tb, wb := l.TimeBits, l.WorkerBits
-	t := time.UnixMilli(p.Millis)
-	return idView{
-		ID:         strconv.FormatInt(id, 10),
-		Timestamp:  p.Millis,
-		Time:       t.UTC().Format(isoMillis),
-		LocalTime:  t.In(local).Format(isoMillis),
-		Worker:     p.Worker,
-		Datacenter: p.Datacenter,
-		Machine:    p.Machine,
-		Sequence:   p.Sequence,
-		Bits: bitsView{
-			Sign:     all[:1],
-			Time:     all[1 : 1+tb],
-			Worker:   all[1+tb : 1+tb+wb],
-			Sequence: all[1+tb+wb:],
-			All:      all,
-		},
-		Layout: layoutView{l.EpochMillis(), tb, wb, l.SequenceBits},
-	}
+	d := l.Describe(id)
+	return idView{Description: d, LocalTime: time.UnixMilli(d.Timestamp).In(local).Format(snowflake.ISOMillis)}
 }
 
 // writeView prints v as JSON or as the human-readable listing.

@@ -81,13 +81,13 @@ func TestDecodeJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(must(t, "decode", "1724551110457221119", "--json").stdout), &v); err != nil {
 		t.Fatalf("decode --json: %v", err)
 	}
-	want := idView{
+	want := idView{Description: snowflake.Description{
 		ID: "1724551110457221119", Timestamp: 1700000000000, Time: "2023-11-14T22:13:20.000Z",
 		Worker: 237, Datacenter: 7, Machine: 13, Sequence: 4095,
-		Layout: layoutView{snowflake.DefaultEpochMillis, 41, 10, 12},
-	}
+	}}
+	want.Layout.EpochMillis, want.Layout.TimeBits, want.Layout.WorkerBits, want.Layout.SequenceBits = snowflake.DefaultEpochMillis, 41, 10, 12
 	got := v
-	got.LocalTime, got.Bits = "", bitsView{}
+	got.LocalTime, got.Bits = "", snowflake.Bits{}
 	if got != want {
 		t.Errorf("decode --json = %+v, want %+v", got, want)
 	}
@@ -95,7 +95,7 @@ func TestDecodeJSON(t *testing.T) {
 	if b.Sign+b.Time+b.Worker+b.Sequence != b.All || len(b.All) != 64 || b.Worker != "0011101101" || b.Sequence != "111111111111" {
 		t.Errorf("decode --json bits = %+v, want 64 bits split 1/41/10/12", b)
 	}
-	if lt, err := time.Parse(isoMillis, v.LocalTime); err != nil || lt.UnixMilli() != 1700000000000 {
+	if lt, err := time.Parse(snowflake.ISOMillis, v.LocalTime); err != nil || lt.UnixMilli() != 1700000000000 {
 		t.Errorf("decode --json localTime = %q (%v), want the same instant", v.LocalTime, err)
 	}
 
