@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/internal/sqlstore"
 )
 
 var _ store.LeaseStore = (*Store)(nil)
@@ -74,7 +75,7 @@ func (s *Store) claim(ctx context.Context, owner string, maxWorker int64, ttl ti
 	if _, err := tx.ExecContext(ctx, `UPDATE leaf_worker_lease
 		SET owner = ?, generation = generation + 1,
 			expires_at = DATE_ADD(UTC_TIMESTAMP(3), INTERVAL ? MICROSECOND), updated_at = UTC_TIMESTAMP(3)
-		WHERE worker_id = ?`, nullString(owner), ttl.Milliseconds()*1000, id); err != nil {
+		WHERE worker_id = ?`, sqlstore.NullString(owner), ttl.Milliseconds()*1000, id); err != nil {
 		return store.Lease{}, fmt.Errorf("claim worker ID %d: %w", id, err)
 	}
 	l, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM leaf_worker_lease WHERE worker_id = ?`, id), ttl)

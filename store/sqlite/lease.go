@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/internal/sqlstore"
 )
 
 var _ store.LeaseStore = (*Store)(nil)
@@ -56,7 +57,7 @@ func (s *Store) ClaimWorker(ctx context.Context, owner string, maxWorker int64, 
 			SELECT worker_id FROM leaf_worker_lease
 			WHERE worker_id BETWEEN 0 AND ?1 AND expires_at < `+now+`
 			ORDER BY worker_id LIMIT 1)
-		RETURNING `+leaseColumns, maxWorker, nullString(owner), modifier(ttl)))
+		RETURNING `+leaseColumns, maxWorker, sqlstore.NullString(owner), modifier(ttl)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Lease{}, store.NoFreeWorker(maxWorker, ttl)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/leaf-go/leaf/migrations"
 	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/internal/sqlstore"
 )
 
 // BusyTimeout is how long a statement waits for another process's write lock
@@ -138,45 +139,11 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 }
 
 // Tags implements store.Store, ordered by biz_tag.
-func (s *Store) Tags(ctx context.Context) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT biz_tag FROM leaf_alloc ORDER BY biz_tag`)
-	if err != nil {
-		return nil, fmt.Errorf("tags: %w", err)
-	}
-	defer rows.Close()
-	var tags []string
-	for rows.Next() {
-		var t string
-		if err := rows.Scan(&t); err != nil {
-			return nil, fmt.Errorf("tags: %w", err)
-		}
-		tags = append(tags, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tags: %w", err)
-	}
-	return tags, nil
-}
+func (s *Store) Tags(ctx context.Context) ([]string, error) { return sqlstore.Tags(ctx, s.db) }
 
 // Rows implements store.Store.
 func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag`)
-	if err != nil {
-		return nil, fmt.Errorf("rows: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Row
-	for rows.Next() {
-		r, err := scanRow(rows)
-		if err != nil {
-			return nil, fmt.Errorf("rows: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("rows: %w", err)
-	}
-	return out, nil
+	return sqlstore.Rows(ctx, s.db, scanRow)
 }
 
 // Create implements store.Store. An empty description is stored as NULL, as
@@ -188,7 +155,7 @@ func (s *Store) Create(ctx context.Context, r store.Row) error {
 	r.MaxID = max(r.MaxID, 1)
 	_, err := s.db.ExecContext(ctx,
 		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, `+now+`)`,
-		r.BizTag, r.MaxID, r.Step, nullString(r.Description))
+		r.BizTag, r.MaxID, r.Step, sqlstore.NullString(r.Description))
 	if err != nil {
 		var se *sqlite.Error
 		if errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE) {
@@ -208,14 +175,14 @@ func (s *Store) Update(ctx context.Context, tag string, step int64, description 
 	}
 	res, err := s.db.ExecContext(ctx,
 		`UPDATE leaf_alloc SET step = ?, description = ?, update_time = `+now+` WHERE biz_tag = ?`,
-		step, nullString(description), tag)
-	return affected("update", tag, res, err)
+		step, sqlstore.NullString(description), tag)
+	return sqlstore.Affected("update", tag, res, err)
 }
 
 // Delete implements store.Store.
 func (s *Store) Delete(ctx context.Context, tag string) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
-	return affected("delete", tag, res, err)
+	return sqlstore.Affected("delete", tag, res, err)
 }
 
 // Fence raises the row's max_id to at least minMaxID and never lowers it, so
@@ -254,23 +221,8 @@ func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 // Close implements store.Store. A Memory database is gone afterwards.
 func (s *Store) Close() error { return s.db.Close() }
 
-// affected maps an UPDATE or DELETE by biz_tag that changed no row to
-// store.ErrTagNotFound.
-func affected(op, tag string, res sql.Result, err error) error {
-	if err != nil {
-		return fmt.Errorf("%s %q: %w", op, tag, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("%s %q: %w", op, tag, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("%s %q: %w", op, tag, store.ErrTagNotFound)
-	}
-	return nil
-}
-
-func scanRow(sc interface{ Scan(...any) error }) (store.Row, error) {
+// scanRow reads the sqlstore.RowColumns of one row.
+func scanRow(sc sqlstore.Scanner) (store.Row, error) {
 	var (
 		r    store.Row
 		desc sql.NullString
@@ -292,5 +244,3 @@ func scanRow(sc interface{ Scan(...any) error }) (store.Row, error) {
 	}
 	return r, nil
 }
-
-func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
