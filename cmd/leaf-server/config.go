@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store/dsn"
 )
 
@@ -36,6 +37,16 @@ type Config struct {
 	// with the same static worker ID issue duplicate IDs: keeping it unique
 	// (e.g. a StatefulSet ordinal) is the operator's job.
 	WorkerID int64
+	// EpochMillis is the snowflake epoch, Unix ms; default 1288834974657
+	// (Twitter's and Leaf's). It must lie in the past.
+	EpochMillis int64
+	// TimeBits, WorkerBits and SequenceBits are the snowflake layout's field
+	// widths; they must sum to 63. Default 41/10/12 (Leaf, Twitter).
+	TimeBits, WorkerBits, SequenceBits int
+	// RandomStart starts each millisecond's sequence at a random value in
+	// [0, 100), as Leaf does so that callers sharding on the last digits of
+	// low-traffic IDs spread evenly. Default true.
+	RandomStart bool
 	// ZK is the ZooKeeper ensemble for --worker-id-source zookeeper,
 	// host:port[,host:port…] (Leaf's leaf.snowflake.zk.address).
 	ZK string
@@ -75,6 +86,12 @@ func DefaultConfig() Config {
 		SegmentEnabled:   true,
 		SnowflakeEnabled: true,
 		WorkerIDSource:   "static",
+		LeafName:         "com.sankuai.leaf.opensource.test",
+		EpochMillis:      snowflake.DefaultEpochMillis,
+		TimeBits:         41,
+		WorkerBits:       10,
+		SequenceBits:     12,
+		RandomStart:      true,
 		Migrate:          true,
 		DataDir:          "./data",
 		WaitTimeout:      time.Second,
@@ -125,6 +142,11 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the SQLite file and local state")
 	fs.BoolVar(&cfg.SnowflakeEnabled, "snowflake", cfg.SnowflakeEnabled, "enable snowflake mode")
 	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static, zookeeper or sql (a lease in the --segment-dsn database)")
+	fs.Int64Var(&cfg.EpochMillis, "epoch-ms", cfg.EpochMillis, "snowflake epoch in Unix ms (default Twitter's and Leaf's)")
+	fs.IntVar(&cfg.TimeBits, "time-bits", cfg.TimeBits, "snowflake time field width; time+worker+sequence bits must be 63")
+	fs.IntVar(&cfg.WorkerBits, "worker-bits", cfg.WorkerBits, "snowflake worker ID field width")
+	fs.IntVar(&cfg.SequenceBits, "sequence-bits", cfg.SequenceBits, "snowflake sequence field width")
+	fs.BoolVar(&cfg.RandomStart, "random-start", cfg.RandomStart, "start each millisecond's sequence at a random value below 100, as Leaf does")
 	fs.StringVar(&cfg.ZK, "zk", cfg.ZK, "ZooKeeper address(es) host:port[,host:port] for --worker-id-source zookeeper")
 	fs.StringVar(&cfg.LeafName, "leaf-name", cfg.LeafName, "Leaf's leaf.name: ZooKeeper namespace /snowflake/<leaf-name>")
 	fs.StringVar(&cfg.AdvertiseIP, "advertise-ip", cfg.AdvertiseIP, "IP registered in ZooKeeper (default: first non-loopback IPv4)")
@@ -250,10 +272,14 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
 	}
 	if c.SnowflakeEnabled {
+		l := c.Layout()
+		if err := l.Validate(time.Now()); err != nil {
+			errs = append(errs, fmt.Errorf("--epoch-ms/--time-bits/--worker-bits/--sequence-bits: %w", err))
+		}
 		switch c.WorkerIDSource {
 		case "static":
-			if c.WorkerID < 0 || c.WorkerID > 1023 {
-				errs = append(errs, fmt.Errorf("--worker-id %d: want 0..1023", c.WorkerID))
+			if c.WorkerID < 0 || (l.WorkerBits > 0 && l.WorkerBits < 63 && c.WorkerID > l.MaxWorker()) {
+				errs = append(errs, fmt.Errorf("--worker-id %d: want 0..%d", c.WorkerID, l.MaxWorker()))
 			}
 		case "zookeeper":
 			if c.ZK == "" {
@@ -272,6 +298,16 @@ func (c Config) validate() error {
 		errs = append(errs, errors.New("both modes are disabled: enable --segment or --snowflake"))
 	}
 	return errors.Join(errs...)
+}
+
+// Layout is the snowflake bit layout of c.
+func (c Config) Layout() snowflake.Layout {
+	return snowflake.Layout{
+		Epoch:        time.UnixMilli(c.EpochMillis).UTC(),
+		TimeBits:     c.TimeBits,
+		WorkerBits:   c.WorkerBits,
+		SequenceBits: c.SequenceBits,
+	}
 }
 
 // envName maps a flag name to its environment variable: segment-dsn → LEAF_SEGMENT_DSN.

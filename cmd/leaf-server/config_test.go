@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store/dsn"
 )
 
@@ -82,6 +83,10 @@ func TestConfigErrors(t *testing.T) {
 		{"oracle", "leaf.jdbc.url=jdbc:oracle:thin:@h:1521:x\n", nil, "jdbc"},
 		{"bad flag", "", []string{"--wait-timeout", "soon"}, "wait-timeout"},
 		{"bad worker", "", []string{"--worker-id", "1024"}, "0..1023"},
+		{"bad worker for layout", "", []string{"--worker-bits", "5", "--time-bits", "46", "--worker-id", "32"}, "0..31"},
+		{"widths", "", []string{"--time-bits", "42"}, "sum to 63"},
+		{"future epoch", "", []string{"--epoch-ms", "99999999999999"}, "not in the past"},
+		{"zk without leaf name", "", []string{"--worker-id-source", "zookeeper", "--zk", "127.0.0.1:2181", "--leaf-name", ""}, "--leaf-name"},
 		{"bad source", "", []string{"--worker-id-source", "dns"}, "worker-id-source"},
 		{"zk without address", "", []string{"--worker-id-source", "zookeeper"}, "needs --zk"},
 		{"no modes", "", []string{"--segment=false", "--snowflake=false"}, "both modes are disabled"},
@@ -109,6 +114,9 @@ func TestConfigEnvTypes(t *testing.T) {
 	l, err := parseConfig(nil, env(map[string]string{"LEAF_WAIT_TIMEOUT": "250ms", "LEAF_SEGMENT": "false", "LEAF_WORKER_ID": "7"}), func(string) {})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if l.LeafName != "com.sankuai.leaf.opensource.test" || l.Layout() != snowflake.DefaultLayout() || !l.RandomStart {
+		t.Errorf("defaults: leaf name %q, layout %+v, random start %v; want Leaf's", l.LeafName, l.Layout(), l.RandomStart)
 	}
 	if l.WaitTimeout != 250*time.Millisecond || l.SegmentEnabled || l.WorkerID != 7 {
 		t.Errorf("env config = %+v, want wait 250ms, segment off, worker 7", l.Config)

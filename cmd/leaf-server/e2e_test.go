@@ -589,3 +589,24 @@ func TestSQLLeaseWorkerIDs(t *testing.T) {
 		t.Errorf("after SIGTERM of the holder of worker %d (generation %d), a new server got worker %d generation %d; want %d with a higher generation", w0, g0, w, g, w0)
 	}
 }
+
+// TestCustomLayout: --time-bits/--worker-bits/--sequence-bits/--epoch-ms and
+// --random-start=false reach the generator.
+func TestCustomLayout(t *testing.T) {
+	p := startServer(t, t.TempDir(), "--segment=false", "--epoch-ms", "1600000000000",
+		"--time-bits", "43", "--worker-bits", "6", "--sequence-bits", "14", "--worker-id", "63", "--random-start=false")
+	code, body, err := p.get(t.Context(), "/api/snowflake/get/x")
+	id, perr := strconv.ParseInt(body, 10, 64)
+	if err != nil || code != 200 || perr != nil {
+		t.Fatalf("snowflake get = %d %q %v", code, body, err)
+	}
+	l := snowflake.Layout{Epoch: time.UnixMilli(1600000000000), TimeBits: 43, WorkerBits: 6, SequenceBits: 14}
+	parts := l.Decompose(id)
+	if parts.Worker != 63 || parts.Sequence != 0 || time.Since(parts.Time()).Abs() > time.Minute {
+		t.Errorf("ID %d decodes with the custom layout to %+v, want worker 63, sequence 0 (no random start), about now", id, parts)
+	}
+	_, body, _ = p.get(t.Context(), "/api/v1/snowflake/decode/"+strconv.FormatInt(id, 10))
+	if !strings.Contains(body, `"worker":63`) || !strings.Contains(body, `"timeBits":43`) {
+		t.Errorf("decode with the server's layout = %s, want worker 63 and timeBits 43", body)
+	}
+}

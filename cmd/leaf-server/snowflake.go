@@ -37,7 +37,8 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 		workerID int64
 		hw       snowflake.HighWater
 		m        = &snowflakeMode{close: func() error { return nil }}
-		settings snowflake.Settings
+		layout   = cfg.Layout()
+		settings = snowflake.Settings{Layout: layout, ZeroStart: !cfg.RandomStart}
 	)
 	switch cfg.WorkerIDSource {
 	case "zookeeper":
@@ -54,6 +55,7 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 			LeafName: cfg.LeafName,
 			IP:       cfg.AdvertiseIP,
 			Port:     port,
+			Layout:   layout,
 			Logger:   log,
 		})
 		if err != nil {
@@ -71,7 +73,7 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 		if h, err := os.Hostname(); err == nil {
 			owner = h + "/" + cfg.Listen
 		}
-		lease, err := sqllease.Start(ctx, ls, sqllease.Options{Owner: owner, Logger: log})
+		lease, err := sqllease.Start(ctx, ls, sqllease.Options{Owner: owner, Layout: layout, Logger: log})
 		if err != nil {
 			return nil, err
 		}
