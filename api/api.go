@@ -40,6 +40,10 @@ type Deps struct {
 	// SnowflakeState, when set, adds the source's state (lease or ZooKeeper
 	// session) to /api/v1/snowflake/status.
 	SnowflakeState func() any
+	// SnowflakeHeartbeat, when set, returns the instant of the worker ID
+	// source's last successful lease renewal or ZooKeeper upload (zero when
+	// none yet); /metrics shows its age.
+	SnowflakeHeartbeat func() time.Time
 	// SnowflakeReady, when set, reports whether the worker ID source can
 	// still back new IDs (a lost SQL lease cannot); /readyz uses it.
 	SnowflakeReady func() error

@@ -435,24 +435,27 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// snowflakeCollector turns snowflake.Generator.Stats into series. Worker-ID
-// source state (lease renewal, ZooKeeper upload) is not in Stats and is left
-// to the source's own metrics.
+// snowflakeCollector turns snowflake.Generator.Stats into series, plus the
+// age of the worker ID source's last heartbeat (lease renewal, ZooKeeper
+// upload) when the source reports one.
 type snowflakeCollector struct {
-	gen    *snowflake.Generator
-	source string
-	now    func() time.Time
+	gen       *snowflake.Generator
+	source    string
+	now       func() time.Time
+	heartbeat func() time.Time // may be nil
 
 	issued, backEvents, backWait, seqWaits, seqWait, hwStores,
-	worker, lastIssued, headroom *prometheus.Desc
+	worker, lastIssued, headroom, heartbeatAge *prometheus.Desc
 }
 
-func newSnowflakeCollector(gen *snowflake.Generator, source string, now func() time.Time) *snowflakeCollector {
+func newSnowflakeCollector(gen *snowflake.Generator, source string, now func() time.Time, heartbeat func() time.Time) *snowflakeCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &snowflakeCollector{
-		gen: gen, source: source, now: now,
+		gen: gen, source: source, now: now, heartbeat: heartbeat,
+		heartbeatAge: d("leaf_snowflake_source_heartbeat_age_seconds",
+			"Seconds since the worker ID source last renewed its lease (sql) or uploaded its node (zookeeper)."),
 		issued:     d("leaf_snowflake_ids_issued_total", "Snowflake IDs handed out since start."),
 		backEvents: d("leaf_snowflake_clock_backward_events_total", "ID requests that found the clock behind the last issued ID."),
 		backWait:   d("leaf_snowflake_clock_backward_wait_seconds_total", "Time spent waiting for the clock to catch up after it moved back."),
@@ -469,7 +472,7 @@ func newSnowflakeCollector(gen *snowflake.Generator, source string, now func() t
 // Describe sends the descriptors of every snowflake series.
 func (c *snowflakeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.issued, c.backEvents, c.backWait, c.seqWaits, c.seqWait,
-		c.hwStores, c.worker, c.lastIssued, c.headroom} {
+		c.hwStores, c.worker, c.lastIssued, c.headroom, c.heartbeatAge} {
 		ch <- d
 	}
 }
@@ -496,5 +499,10 @@ func (c *snowflakeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if !s.HighWater.IsZero() {
 		gauge(c.headroom, s.HighWater.Sub(c.now()).Seconds())
+	}
+	if c.heartbeat != nil {
+		if t := c.heartbeat(); !t.IsZero() {
+			gauge(c.heartbeatAge, c.now().Sub(t).Seconds())
+		}
 	}
 }

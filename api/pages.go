@@ -64,7 +64,7 @@ func newOps(h *handler) *ops {
 		if source == "" {
 			source = "unknown"
 		}
-		reg.MustRegister(newSnowflakeCollector(h.d.Snowflake, source, h.d.Now))
+		reg.MustRegister(newSnowflakeCollector(h.d.Snowflake, source, h.d.Now, h.d.SnowflakeHeartbeat))
 	}
 	return o
 }

@@ -578,6 +578,19 @@ func TestSQLLeaseWorkerIDs(t *testing.T) {
 			t.Errorf("server %d /readyz = %d %s", i, code, body)
 		}
 	}
+	// The lease renews every 3 s: its heartbeat age on /metrics stays small.
+	_, metrics, _ := servers[0].get(t.Context(), "/metrics")
+	var age float64
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, "leaf_snowflake_source_heartbeat_age_seconds "); ok {
+			age, _ = strconv.ParseFloat(v, 64)
+			break
+		}
+		age = -1
+	}
+	if age < 0 || age > 10 {
+		t.Errorf("leaf_snowflake_source_heartbeat_age_seconds = %v, want a recent renewal (0..10 s)", age)
+	}
 	w0, g0 := status(servers[0])
 	if err := servers[0].Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer sf.close()
 		deps.Snowflake, deps.SnowflakeSource, deps.SnowflakeState = sf.gen, cfg.WorkerIDSource, sf.state
-		deps.SnowflakeReady = sf.ready
+		deps.SnowflakeReady, deps.SnowflakeHeartbeat = sf.ready, sf.beat
 	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -22,8 +22,9 @@ import (
 // source needs at shutdown and on the status page.
 type snowflakeMode struct {
 	gen   *snowflake.Generator
-	state func() any   // source state for /api/v1/snowflake/status; may be nil
-	ready func() error // non-nil error: the source cannot back new IDs (lost lease); may be nil
+	state func() any       // source state for /api/v1/snowflake/status; may be nil
+	ready func() error     // non-nil error: the source cannot back new IDs (lost lease); may be nil
+	beat  func() time.Time // last lease renewal or ZooKeeper upload; may be nil
 	close func() error
 }
 
@@ -63,6 +64,7 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 		}
 		workerID, hw = w.ID(), w
 		m.state = func() any { return w.Status() }
+		m.beat = func() time.Time { return w.Status().LastUpload }
 		m.close = w.Close
 	case "sql":
 		ls, ok := st.(sqllease.Store)
@@ -79,6 +81,7 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 		}
 		workerID, hw = lease.WorkerID(), lease
 		m.state = func() any { return lease.State() }
+		m.beat = func() time.Time { return lease.State().LastRenewal }
 		m.ready = func() error {
 			select {
 			case <-lease.Lost():
