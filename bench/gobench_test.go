@@ -23,10 +23,22 @@ func goBench(t *testing.T, pkg, re, benchtime string, count int) map[string]map[
 	start := time.Now()
 	var all strings.Builder
 	for range count {
-		cmd := exec.Command("go", "test", "-run", "^$", "-bench", re, "-benchmem",
-			"-benchtime", benchtime, "-count", "1", pkg)
-		cmd.Dir = ".."
-		out, err := cmd.CombinedOutput()
+		var out []byte
+		var err error
+		// One retry: a build can fail while files are being edited in a
+		// shared working tree; a real failure fails twice.
+		for try := range 2 {
+			cmd := exec.Command("go", "test", "-run", "^$", "-bench", re, "-benchmem",
+				"-benchtime", benchtime, "-count", "1", pkg)
+			cmd.Dir = ".."
+			if out, err = cmd.CombinedOutput(); err == nil {
+				break
+			}
+			if try == 0 {
+				fmt.Printf("go test -bench %s %s failed, retrying in 10 s: %v\n", re, pkg, err)
+				time.Sleep(10 * time.Second)
+			}
+		}
 		if err != nil {
 			t.Fatalf("go test -bench %s %s: %v\n%s", re, pkg, err, out)
 		}
