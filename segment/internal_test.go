@@ -1,8 +1,13 @@
 package segment
 
 import (
+	"context"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -116,5 +121,91 @@ func TestBackoff(t *testing.T) {
 func TestSegmentFillsCacheLine(t *testing.T) {
 	if got := unsafe.Sizeof(segment{}); got != 64 {
 		t.Fatalf("unsafe.Sizeof(segment{}) = %d, want 64 (one cache line)", got)
+	}
+}
+
+// TestFileMarksGroupCommit: many tags storing at once share writes, and
+// every mark is durable when its Store returns.
+func TestFileMarksGroupCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "marks.json")
+	f := NewFileMarks(path)
+	const n = 64
+	// Pretend a write is under way so that all n Stores stage and wait, then
+	// end it: one write must carry the whole group.
+	f.mu.Lock()
+	f.writing = true
+	f.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tag := fmt.Sprintf("tag-%d", i)
+			if err := f.Store(context.Background(), tag, int64(1000+i)); err != nil {
+				errs <- err
+				return
+			}
+			// Durable on return: a fresh reader sees it.
+			m, err := NewFileMarks(path).Load(context.Background())
+			if err != nil || m[tag] < int64(1000+i) {
+				errs <- fmt.Errorf("after Store(%q) the file holds %d (%v), want %d", tag, m[tag], err, 1000+i)
+			}
+		}()
+	}
+	for {
+		f.mu.Lock()
+		staged := f.seq
+		f.mu.Unlock()
+		if staged == n {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	f.mu.Lock()
+	f.writing = false
+	f.cond.Broadcast()
+	f.mu.Unlock()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	m, err := NewFileMarks(path).Load(context.Background())
+	if err != nil || len(m) != n {
+		t.Fatalf("Load after %d Stores = %d marks, %v", n, len(m), err)
+	}
+	f.mu.Lock()
+	writes := f.writes
+	f.mu.Unlock()
+	if writes != 1 {
+		t.Errorf("%d writes for %d Stores staged together, want 1", writes, n)
+	}
+	t.Logf("%d concurrent Stores took %d file writes", n, writes)
+}
+
+// TestFileMarksWriteError: when the file cannot be written every Store of
+// the group gets the error, and none is reported durable.
+func TestFileMarksWriteError(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "not-a-dir")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFileMarks(filepath.Join(blocker, "marks.json"))
+	var wg sync.WaitGroup
+	var failures atomic.Int64
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f.Store(context.Background(), fmt.Sprint(i), 10); err != nil {
+				failures.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := failures.Load(); got != 8 {
+		t.Errorf("%d of 8 Stores failed on an unwritable path, want all", got)
 	}
 }

@@ -35,17 +35,31 @@ type Marks interface {
 //
 //	{"marks":{"order":"4001","short_link":"120001"}}
 //
-// Every Store rewrites the whole file atomically (temporary file in the same
+// Every write replaces the whole file atomically (temporary file in the same
 // directory, fsync, rename, fsync of the directory), so a crash leaves the
-// old or the new content, never a torn one. Marks are never lowered. Safe for
-// concurrent use within one process (Stores are serialised); two processes
-// must not share a path.
+// old or the new content, never a torn one. Marks are never lowered.
+// Concurrent Stores are committed as a group: while one write is under way,
+// the marks that arrive are staged and the next write carries all of them,
+// so many tags loading at once cost a few fsyncs, not one each. Safe for
+// concurrent use within one process; two processes must not share a path.
 type FileMarks struct {
 	path string
 
-	mu sync.Mutex // guards marks
-	// marks is every mark read or stored, by tag.
+	mu   sync.Mutex // guards every field below
+	cond *sync.Cond // signalled when a write ends; uses mu
+	// marks is every mark known durable (read by Load or written), by tag.
 	marks map[string]int64
+	// staged holds marks waiting for the next write.
+	staged map[string]int64
+	// seq numbers staged changes; durable is the highest seq a successful
+	// write carried, failed the highest a failed write carried.
+	seq, durable, failed uint64
+	// failErr is the error of the last failed write.
+	failErr error
+	// writing is true while one Store writes the file for the group.
+	writing bool
+	// writes counts file writes, for tests of the grouping.
+	writes int
 }
 
 var _ Marks = (*FileMarks)(nil)
@@ -58,7 +72,9 @@ type marksFile struct {
 // NewFileMarks returns a FileMarks at path. Nothing is read or written until
 // Load or Store; the directory is created on the first Store.
 func NewFileMarks(path string) *FileMarks {
-	return &FileMarks{path: path, marks: map[string]int64{}}
+	f := &FileMarks{path: path, marks: map[string]int64{}, staged: map[string]int64{}}
+	f.cond = sync.NewCond(&f.mu)
+	return f
 }
 
 // Path returns the file's path.
@@ -92,26 +108,63 @@ func (f *FileMarks) Load(ctx context.Context) (map[string]int64, error) {
 	return maps.Clone(f.marks), nil
 }
 
-// Store raises the mark of tag to maxID and writes the file, unless the mark
-// is already at least maxID. It returns once the file is durable.
+// Store raises the mark of tag to maxID and returns once a file holding it is
+// durable, unless the durable mark is already at least maxID. Errors: the
+// write's error (the mark stays staged and goes out with the next write).
 func (f *FileMarks) Store(ctx context.Context, tag string, maxID int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if old, ok := f.marks[tag]; ok && old >= maxID {
 		return nil
 	}
-	mf := marksFile{Marks: make(map[string]string, len(f.marks)+1)}
-	for t, v := range f.marks {
+	f.staged[tag] = max(f.staged[tag], maxID)
+	f.seq++
+	mine := f.seq
+	for {
+		switch {
+		case f.durable >= mine:
+			return nil
+		case f.failed >= mine:
+			return f.failErr
+		case f.writing:
+			f.cond.Wait()
+			continue
+		}
+		// Write for the whole group: everything staged so far.
+		f.writing = true
+		upto := f.seq
+		next := maps.Clone(f.marks)
+		for t, v := range f.staged {
+			next[t] = max(next[t], v)
+		}
+		f.mu.Unlock()
+		err := writeMarks(f.path, next)
+		f.mu.Lock()
+		f.writing = false
+		f.writes++
+		if err != nil {
+			f.failed, f.failErr = upto, fmt.Errorf("write high-water marks: %w", err)
+		} else {
+			f.marks, f.durable = next, upto
+			for t, v := range f.staged {
+				if next[t] >= v {
+					delete(f.staged, t)
+				}
+			}
+		}
+		f.cond.Broadcast()
+	}
+}
+
+// writeMarks replaces the file at path with marks, durably.
+func writeMarks(path string, marks map[string]int64) error {
+	mf := marksFile{Marks: make(map[string]string, len(marks))}
+	for t, v := range marks {
 		mf.Marks[t] = strconv.FormatInt(v, 10)
 	}
-	mf.Marks[tag] = strconv.FormatInt(maxID, 10)
 	b, err := json.MarshalIndent(mf, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(f.path, append(b, '\n')); err != nil {
-		return fmt.Errorf("write high-water marks: %w", err)
-	}
-	f.marks[tag] = maxID
-	return nil
+	return atomicfile.Write(path, append(b, '\n'))
 }
