@@ -283,7 +283,13 @@ func killRounds(t *testing.T, kind, mode string, rounds int) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		wg.Go(func() { drive(ctx, targets) })
-		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
+		// The kill lands at a random moment after the first ID: on a loaded
+		// machine a restarted server may need a while for its first load, and
+		// a round that served nothing tests nothing.
+		for deadline := time.Now().Add(10 * time.Second); tl.idCount() < 1 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rand.IntN(600)) * time.Millisecond)
 		switch mode {
 		case "random":
 			killing.Store(true)
