@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -107,25 +108,55 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, rowJSON(row))
 }
 
-// adminUpdate is PUT/PATCH /api/v1/admin/tags/{tag} {"step","description"}.
+// adminUpdate is PUT/PATCH /api/v1/admin/tags/{tag} {"step","description"}:
+// the fields given are changed, the others kept (as `leafctl tag update`).
 func (h *handler) adminUpdate(w http.ResponseWriter, r *http.Request) {
 	tag, ok := h.adminTag(w, r)
 	if !ok {
 		return
 	}
 	var in struct {
-		Step        int64  `json:"step"`
-		Description string `json:"description"`
+		Step        *int64  `json:"step"`
+		Description *string `json:"description"`
 	}
 	if !h.decodeBody(w, r, &in) {
 		return
 	}
-	if err := h.d.Store.Update(r.Context(), tag, in.Step, in.Description); err != nil {
+	if in.Step == nil && in.Description == nil {
+		h.apiError(w, r, http.StatusBadRequest, "bad_body", `give "step", "description" or both`)
+		return
+	}
+	cur, err := h.row(r, tag)
+	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
-	h.audit(r, "update", tag, slog.Int64("step", in.Step))
-	writeJSON(w, http.StatusOK, map[string]any{"bizTag": tag, "step": in.Step, "description": in.Description})
+	if in.Step != nil {
+		cur.Step = *in.Step
+	}
+	if in.Description != nil {
+		cur.Description = *in.Description
+	}
+	if err := h.d.Store.Update(r.Context(), tag, cur.Step, cur.Description); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	h.audit(r, "update", tag, slog.Int64("step", cur.Step))
+	writeJSON(w, http.StatusOK, rowJSON(cur))
+}
+
+// row reads the current row of tag. Errors: store.ErrTagNotFound.
+func (h *handler) row(r *http.Request, tag string) (store.Row, error) {
+	rows, err := h.d.Store.Rows(r.Context())
+	if err != nil {
+		return store.Row{}, err
+	}
+	for _, row := range rows {
+		if row.BizTag == tag {
+			return row, nil
+		}
+	}
+	return store.Row{}, fmt.Errorf("update %q: %w", tag, store.ErrTagNotFound)
 }
 
 func (h *handler) adminDelete(w http.ResponseWriter, r *http.Request) {
@@ -182,7 +213,21 @@ func (h *handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
-		h.apiError(w, r, http.StatusBadRequest, "bad_body", "request body: "+err.Error())
+		msg := err.Error()
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			msg = "wrong JSON type"
+			if typeErr.Field != "" {
+				msg += " for field " + strconv.Quote(typeErr.Field)
+			}
+			msg += ": want a JSON object with the documented fields"
+		}
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			h.apiError(w, r, http.StatusRequestEntityTooLarge, "body_too_large", "request body over 64 KiB")
+			return false
+		}
+		h.apiError(w, r, http.StatusBadRequest, "bad_body", "request body: "+msg)
 		return false
 	}
 	return true
@@ -195,7 +240,7 @@ func (h *handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 		h.apiError(w, r, http.StatusNotFound, "tag_not_found", err.Error())
 	case errors.Is(err, store.ErrTagExists):
 		h.apiError(w, r, http.StatusConflict, "tag_exists", err.Error())
-	case errors.Is(err, store.ErrBadStep), errors.Is(err, store.ErrBadRow):
+	case errors.Is(err, store.ErrBadStep), errors.Is(err, store.ErrBadRow), errors.Is(err, store.ErrOverflow):
 		h.apiError(w, r, http.StatusBadRequest, "bad_row", err.Error())
 	default:
 		h.apiError(w, r, http.StatusServiceUnavailable, "store_unavailable", err.Error())

@@ -92,6 +92,12 @@ func TestAdminTagLifecycle(t *testing.T) {
 		{"unknown field", "POST", "/api/v1/admin/tags", `{"bizTag":"z","step":1,"ceiling":5}`, 400},
 		{"long tag", "POST", "/api/v1/admin/tags", `{"bizTag":"` + strings.Repeat("t", 129) + `","step":1}`, 400},
 		{"update", "PUT", "/api/v1/admin/tags/order.v2", `{"step":20,"description":"more"}`, 200},
+		{"update step only keeps the description", "PATCH", "/api/v1/admin/tags/order.v2", `{"step":20}`, 200},
+		{"update nothing", "PATCH", "/api/v1/admin/tags/order.v2", `{}`, 400},
+		{"array body", "POST", "/api/v1/admin/tags", `[]`, 400},
+		{"control character tag", "POST", "/api/v1/admin/tags", `{"bizTag":"a\u0001b","step":10}`, 400},
+		{"max_id without room", "POST", "/api/v1/admin/tags", `{"bizTag":"end","maxId":"9223372036854775800","step":10}`, 400},
+		{"fence without room", "POST", "/api/v1/admin/tags/order.v2/fence", `{"min":"9223372036854775807"}`, 400},
 		{"update unknown", "PUT", "/api/v1/admin/tags/nope", `{"step":20}`, 404},
 		{"fence", "POST", "/api/v1/admin/tags/order.v2/fence", `{"min":"1000000"}`, 200},
 		{"fence bad", "POST", "/api/v1/admin/tags/order.v2/fence", `{"min":"-4"}`, 400},
@@ -118,7 +124,7 @@ func TestAdminTagLifecycle(t *testing.T) {
 			Step          int64
 		}
 	}
-	if err := json.Unmarshal([]byte(list.body), &l); err != nil || len(l.Tags) != 1 || l.Tags[0].BizTag != "order.v2" || l.Tags[0].Step != 20 {
+	if err := json.Unmarshal([]byte(list.body), &l); err != nil || len(l.Tags) != 1 || l.Tags[0].BizTag != "order.v2" || l.Tags[0].Step != 20 || !strings.Contains(list.body, `"description":"more"`) {
 		t.Errorf("GET /api/v1/admin/tags = %s (%v), want the one updated tag", list.body, err)
 	}
 	if got := call(t, "DELETE", srv.URL+"/api/v1/admin/tags/order.v2", tok, ""); got.status != 204 {

@@ -22,7 +22,7 @@ func TestBatchBadCounts(t *testing.T) {
 			}
 		}
 	}
-	if got := do(t, "GET", srv.URL+"/api/v1/segment/leaf-segment-test"); got.status != 200 || got.body != "{\"ids\":[\"1\"]}\n" {
+	if got := do(t, "GET", srv.URL+"/api/v1/segment/leaf-segment-test"); got.status != 200 || got.body != `{"ids":["1"]}` {
 		t.Errorf("GET without count = %d %q, want one ID", got.status, got.body)
 	}
 	if got := do(t, "GET", srv.URL+"/api/v1/segment/nope?count=5"); got.status != 404 || !strings.Contains(got.body, `"leafCode":-2`) {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // leafException is the exception class Leaf's server names in its error body.
@@ -50,12 +51,25 @@ func (h *handler) badRequest(w http.ResponseWriter, r *http.Request, msg string)
 }
 
 func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
-	h.springError(w, r, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+	msg := "no route for " + r.Method + " " + r.URL.Path
+	if isV1(r) {
+		h.apiError(w, r, http.StatusNotFound, "not_found", msg)
+		return
+	}
+	h.springError(w, r, http.StatusNotFound, msg)
 }
 
 func (h *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	h.springError(w, r, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path)
+	msg := "method " + r.Method + " not allowed on " + r.URL.Path
+	if isV1(r) {
+		h.apiError(w, r, http.StatusMethodNotAllowed, "method_not_allowed", msg)
+		return
+	}
+	h.springError(w, r, http.StatusMethodNotAllowed, msg)
 }
+
+// isV1 reports whether r is for the JSON API, whose errors have its own shape.
+func isV1(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/v1/") }
 
 func (h *handler) springError(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	writeJSON(w, status, leafErrorBody{
@@ -71,6 +85,10 @@ func (h *handler) springError(w http.ResponseWriter, r *http.Request, status int
 // the ID 0 here; a made-up ID is worse than an error, so we do not.
 func (h *handler) disabled(w http.ResponseWriter, r *http.Request, mode, how string) {
 	w.Header().Set("Retry-After", "60")
+	if isV1(r) {
+		h.apiError(w, r, http.StatusServiceUnavailable, "mode_disabled", mode+" mode is disabled: "+how)
+		return
+	}
 	writeJSON(w, http.StatusServiceUnavailable, map[string]any{
 		"timestamp": h.d.Now().UnixMilli(),
 		"status":    http.StatusServiceUnavailable,
@@ -80,11 +98,17 @@ func (h *handler) disabled(w http.ResponseWriter, r *http.Request, mode, how str
 	})
 }
 
+// writeJSON answers v as JSON with no trailing newline (Spring's Jackson
+// writes none, and Leaf clients may compare bodies).
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"status":500,"code":"internal","message":"cannot encode answer"}`, http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	_ = enc.Encode(v)
+	_, _ = w.Write(b)
 }
 
 // apiError is the error shape of the JSON API (/api/v1/…): an honest status,

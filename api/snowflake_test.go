@@ -100,8 +100,8 @@ func TestSnowflakeBadInput(t *testing.T) {
 			t.Errorf("GET %s = %d %q %s, want 400 JSON", path, got.status, got.ctype, got.body)
 		}
 	}
-	if got := do(t, "GET", srv.URL+"/api/v1/snowflake/status"); got.status != 503 {
-		t.Errorf("status with snowflake off = %d, want 503", got.status)
+	if got := do(t, "GET", srv.URL+"/api/v1/snowflake/status"); got.status != 503 || !strings.Contains(got.body, `"code":"mode_disabled"`) {
+		t.Errorf("status with snowflake off = %d %s, want 503 with code mode_disabled", got.status, got.body)
 	}
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"math"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -26,6 +27,9 @@ func ValidateRow(r Row) error {
 	if err := ValidateTag(r.BizTag); err != nil {
 		return err
 	}
+	if err := ValidateMaxID(r.MaxID); err != nil {
+		return err
+	}
 	if r.Step < 1 || r.Step > MaxStep {
 		return fmt.Errorf("%w: %d is outside [1, %d]", ErrBadStep, r.Step, MaxStep)
 	}
@@ -40,6 +44,26 @@ func ValidateRow(r Row) error {
 func ValidateTag(tag string) error {
 	if tag == "" || !utf8.ValidString(tag) || utf8.RuneCountInString(tag) > MaxTagLen {
 		return fmt.Errorf("%w: biz tag must be 1 to %d characters of UTF-8", ErrBadRow, MaxTagLen)
+	}
+	for _, c := range tag {
+		if unicode.IsControl(c) {
+			// The HTTP routes refuse such keys, so the tag could never be served.
+			return fmt.Errorf("%w: biz tag has control character %U", ErrBadRow, c)
+		}
+	}
+	return nil
+}
+
+// MaxFence is the highest max_id Create and Fence accept: it leaves room for
+// at least one more segment of the largest step, so that a tag is never set
+// up to fail every allocation with ErrOverflow.
+const MaxFence = MaxAllowedID - MaxStep
+
+// ValidateMaxID checks a max_id given by an operator (Create, Fence):
+// 1..MaxFence. Errors: ErrOverflow.
+func ValidateMaxID(maxID int64) error {
+	if maxID > MaxFence {
+		return fmt.Errorf("%w: max_id %d leaves no room for a segment (at most %d)", ErrOverflow, maxID, int64(MaxFence))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -174,7 +175,10 @@ func parseConfig(args []string, getenv func(string) string, usage func(string)) 
 	pfs := newFlagSet(&probe, &probeFile, &probePrint)
 	if err := pfs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			usage(flagUsage(pfs))
+			d := DefaultConfig()
+			var f string
+			var p bool
+			usage(flagUsage(newFlagSet(&d, &f, &p)))
 		}
 		return loaded{}, err
 	}
@@ -211,7 +215,11 @@ func parseConfig(args []string, getenv func(string) string, usage func(string)) 
 		name := envName(f.Name)
 		if v := getenv(name); v != "" {
 			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				shown := strconv.Quote(v)
+				if secretFlags[f.Name] {
+					shown = "<hidden>"
+				}
+				errs = append(errs, fmt.Errorf("%s=%s: %w", name, shown, err))
 			}
 			l.sources[f.Name] = "env " + name
 		}
@@ -319,7 +327,11 @@ func flagUsage(fs *flag.FlagSet) string {
 	var b strings.Builder
 	b.WriteString("Usage: leaf-server [flags]\n\nEvery flag can also be set as LEAF_<NAME> (e.g. LEAF_SEGMENT_DSN); flags win.\n\n")
 	fs.VisitAll(func(f *flag.Flag) {
-		fmt.Fprintf(&b, "  --%s (env %s, default %q)\n      %s\n", f.Name, envName(f.Name), f.DefValue, f.Usage)
+		env := "env " + envName(f.Name) + ", "
+		if f.Name == "print-config" {
+			env = ""
+		}
+		fmt.Fprintf(&b, "  --%s (%sdefault %q)\n      %s\n", f.Name, env, f.DefValue, f.Usage)
 	})
 	return b.String()
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -621,5 +623,25 @@ func TestCustomLayout(t *testing.T) {
 	_, body, _ = p.get(t.Context(), "/api/v1/snowflake/decode/"+strconv.FormatInt(id, 10))
 	if !strings.Contains(body, `"worker":63`) || !strings.Contains(body, `"timeBits":43`) {
 		t.Errorf("decode with the server's layout = %s, want worker 63 and timeBits 43", body)
+	}
+}
+
+// TestPortTakenFailsBeforeSideEffects: a taken port stops the start before
+// any migration, demo row or worker ID claim.
+func TestPortTakenFailsBeforeSideEffects(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	cmd := exec.Command(serverBin, "--listen", ln.Addr().String())
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "address already in use") {
+		t.Fatalf("leaf-server on a taken port: %v\n%s\nwant exit 1 saying the address is in use", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+		t.Errorf("data dir created before the port was bound (stat: %v)", err)
 	}
 }

@@ -59,6 +59,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info("read Leaf configuration", "file", l.configFile)
 	}
 
+	// Bind first: a taken port fails the start before any migration runs or
+	// any worker ID is claimed. Connections queue until Serve.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -110,10 +118,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		deps.SnowflakeReady, deps.SnowflakeHeartbeat = sf.ready, sf.beat
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
 	srv := &http.Server{
 		Handler:           api.NewHandler(deps),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -63,7 +63,7 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 			return nil, err
 		}
 		workerID, hw = w.ID(), w
-		m.state = func() any { return w.Status() }
+		m.state = func() any { return zkState(w.Status()) }
 		m.beat = func() time.Time { return w.Status().LastUpload }
 		m.close = w.Close
 	case "sql":
@@ -80,7 +80,7 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 			return nil, err
 		}
 		workerID, hw = lease.WorkerID(), lease
-		m.state = func() any { return lease.State() }
+		m.state = func() any { return leaseState(lease.State()) }
 		m.beat = func() time.Time { return lease.State().LastRenewal }
 		m.ready = func() error {
 			select {
@@ -123,4 +123,32 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 	log.Info("snowflake mode on", "source", cfg.WorkerIDSource, "worker_id", gen.WorkerID(),
 		"epoch_ms", l.EpochMillis(), "layout_end", l.End().Format("2006-01-02"))
 	return m, nil
+}
+
+// rfc3339 formats t for the status API; the zero time is "".
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// zkState is the ZooKeeper source's state as /api/v1/snowflake/status shows it.
+func zkState(s zkworker.Status) map[string]any {
+	return map[string]any{
+		"workerId": s.WorkerID, "source": s.Source, "address": s.Address, "node": s.Node,
+		"cachePath": s.CachePath, "session": s.State, "mark": rfc3339(s.Mark),
+		"uploaded": rfc3339(s.Uploaded), "lastUpload": rfc3339(s.LastUpload), "uploadError": s.UploadError,
+	}
+}
+
+// leaseState is the SQL lease's state as /api/v1/snowflake/status shows it.
+func leaseState(s sqllease.State) map[string]any {
+	return map[string]any{
+		"workerId": s.WorkerID, "generation": s.Generation, "owner": s.Owner,
+		"ttlMs": s.TTL.Milliseconds(), "renewMs": s.Renew.Milliseconds(), "marginMs": s.Margin.Milliseconds(),
+		"expires": rfc3339(s.Expires), "lastRenewal": rfc3339(s.LastRenewal), "dbExpires": rfc3339(s.DBExpires),
+		"highWater": rfc3339(s.HighWater), "renewals": s.Renewals, "renewFailures": s.RenewFailures,
+		"consecutiveFailures": s.ConsecutiveFailures, "lastError": s.LastError, "lost": s.Lost, "closed": s.Closed,
+	}
 }

@@ -201,6 +201,9 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 // row afterwards; update_time changes only when max_id was raised. Errors:
 // store.ErrTagNotFound.
 func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error) {
+	if err := store.ValidateMaxID(minMaxID); err != nil {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)

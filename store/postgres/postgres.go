@@ -212,6 +212,9 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 // row afterwards; update_time changes only when max_id was raised. Errors:
 // store.ErrTagNotFound.
 func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error) {
+	if err := store.ValidateMaxID(minMaxID); err != nil {
+		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
+	}
 	// One statement that always takes the row lock, so the row returned is
 	// the latest one even when a concurrent allocation raced the fence.
 	r, err := scanRow(s.pool.QueryRow(ctx, `

@@ -213,7 +213,17 @@ func testUnknownTag(t *testing.T, s Admin) {
 func testOverflow(t *testing.T, s Admin) {
 	ctx := ctxT(t)
 	const tag = "near-max"
-	create(t, s, store.Row{BizTag: tag, MaxID: math.MaxInt64 - 10, Step: 2000})
+	// Create and Fence refuse a max_id this close to the end (ErrOverflow),
+	// so the row is moved there with raw SQL, as a restored or hand-edited
+	// table could be.
+	ex, ok := s.(ExecSQL)
+	if !ok {
+		t.Skipf("%T has no ExecSQL test hook (export_test.go); cannot write a max_id near the end", s)
+	}
+	create(t, s, store.Row{BizTag: tag, MaxID: 1, Step: 2000})
+	if err := ex.ExecSQL(ctx, fmt.Sprintf("UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = '%s'", int64(math.MaxInt64-10), tag)); err != nil {
+		t.Fatalf("ExecSQL: %v", err)
+	}
 	before := row(t, s, tag)
 	tests := []struct {
 		give    int64 // step argument
@@ -349,6 +359,9 @@ func testCreate(t *testing.T, s Admin) {
 		{"zero step", store.Row{BizTag: "z", Step: 0}, store.ErrBadStep},
 		{"negative step", store.Row{BizTag: "n", Step: -1}, store.ErrBadStep},
 		{"step beyond int(11)", store.Row{BizTag: "big", Step: math.MaxInt32 + 1}, store.ErrBadStep},
+		{"control character", store.Row{BizTag: "a\x01b", Step: 1}, store.ErrBadRow},
+		{"newline", store.Row{BizTag: "a\nb", Step: 1}, store.ErrBadRow},
+		{"max_id without room", store.Row{BizTag: "end", MaxID: store.MaxFence + 1, Step: 1}, store.ErrOverflow},
 	}
 	for _, tt := range tests {
 		if err := s.Create(ctx, tt.give); !errors.Is(err, tt.want) {
@@ -435,7 +448,7 @@ func testFence(t *testing.T, s Admin) {
 		{give: 4000, want: 5000}, // never lowers
 		{give: 5000, want: 5000},
 		{give: -1, want: 5000},
-		{give: math.MaxInt64, want: math.MaxInt64},
+		{give: store.MaxFence, want: store.MaxFence},
 	}
 	for _, tt := range tests {
 		got, err := s.Fence(ctx, "fence", tt.give)
@@ -445,6 +458,13 @@ func testFence(t *testing.T, s Admin) {
 		if r := row(t, s, "fence"); r.MaxID != tt.want {
 			t.Errorf("after Fence(%q, %d): max_id = %d, want %d", "fence", tt.give, r.MaxID, tt.want)
 		}
+	}
+	// A fence that would leave no room for a segment is refused, row unchanged.
+	if got, err := s.Fence(ctx, "fence", math.MaxInt64); !errors.Is(err, store.ErrOverflow) {
+		t.Errorf("Fence(%q, MaxInt64) = %+v, %v, want %v", "fence", got, err, store.ErrOverflow)
+	}
+	if r := row(t, s, "fence"); r.MaxID != store.MaxFence {
+		t.Errorf("after a refused Fence: max_id = %d, want %d", r.MaxID, int64(store.MaxFence))
 	}
 	create(t, s, store.Row{BizTag: "fence2", MaxID: 1, Step: 10})
 	if _, err := s.Fence(ctx, "fence2", 5000); err != nil {
