@@ -113,6 +113,8 @@ func storeHint(err error) error {
 		errors.Is(err, store.ErrTagNotFound),
 		errors.Is(err, store.ErrTagExists),
 		errors.Is(err, store.ErrBadStep),
+		errors.Is(err, store.ErrBadRow),
+		errors.Is(err, store.ErrOverflow),
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled):
 		return err
