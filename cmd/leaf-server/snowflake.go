@@ -41,6 +41,7 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 		layout   = cfg.Layout()
 		settings = snowflake.Settings{Layout: layout, ZeroStart: !cfg.RandomStart}
 	)
+	settings.Clock = testClock(settings.Clock) // nil (the system clock) except in -tags leaftest builds
 	switch cfg.WorkerIDSource {
 	case "zookeeper":
 		port := cfg.SnowflakePort
@@ -58,6 +59,7 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 			Port:     port,
 			Layout:   layout,
 			Logger:   log,
+			Clock:    settings.Clock,
 		})
 		if err != nil {
 			return nil, err
@@ -75,7 +77,7 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 		if h, err := os.Hostname(); err == nil {
 			owner = h + "/" + cfg.Listen
 		}
-		lease, err := sqllease.Start(ctx, ls, sqllease.Options{Owner: owner, Layout: layout, Logger: log})
+		lease, err := sqllease.Start(ctx, ls, sqllease.Options{Owner: owner, Layout: layout, Logger: log, Clock: settings.Clock})
 		if err != nil {
 			return nil, err
 		}

@@ -64,7 +64,35 @@ func (x *Proxy) Delay(t testing.TB, d time.Duration) {
 }
 
 // ClearDelay removes the latency added by Delay.
-func (x *Proxy) ClearDelay(t testing.TB) {
+func (x *Proxy) ClearDelay(t testing.TB) { x.Clear(t) }
+
+// Clear removes every toxic (Delay, Reset, Blackhole): the connection is
+// healthy again. Connections a Blackhole stalled stay stalled until one side
+// gives up; new ones work.
+func (x *Proxy) Clear(t testing.TB) {
 	t.Helper()
 	x.p.Toxics.ResetToxics(t.Context())
+}
+
+// Reset makes every connection, open or new, end with a TCP RST (toxiproxy's
+// reset_peer with timeout 0) instead of a clean close, until Clear.
+func (x *Proxy) Reset(t testing.TB) {
+	t.Helper()
+	x.add(t, `{"name":"reset_up","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`)
+}
+
+// Blackhole makes every connection, open or new, swallow data silently and
+// never answer (toxiproxy's timeout toxic with timeout 0), until Clear: the
+// database looks hung rather than down.
+func (x *Proxy) Blackhole(t testing.TB) {
+	t.Helper()
+	x.add(t, `{"name":"blackhole_up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`)
+	x.add(t, `{"name":"blackhole_down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)
+}
+
+func (x *Proxy) add(t testing.TB, js string) {
+	t.Helper()
+	if _, err := x.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+		t.Fatalf("faultproxy: add toxic %s: %v", js, err)
+	}
 }

@@ -24,11 +24,23 @@ import (
 // Build compiles github.com/leaf-go/leaf/cmd/leaf-server into dir and returns
 // the binary's path. race adds -race (use it when the tests themselves run
 // with the race detector, so the server's races are caught too).
-func Build(dir string, race bool) (string, error) {
-	bin := filepath.Join(dir, "leaf-server")
+func Build(dir string, race bool) (string, error) { return BuildTags(dir, race) }
+
+// BuildTags is Build with build tags, e.g. "leaftest" for the test hooks of
+// cmd/leaf-server (LEAF_TEST_CLOCK_FILE). The binary is named after the tags
+// so that builds with different tags can share dir.
+func BuildTags(dir string, race bool, tags ...string) (string, error) {
+	name := "leaf-server"
+	if len(tags) > 0 {
+		name += "-" + strings.Join(tags, "-")
+	}
+	bin := filepath.Join(dir, name)
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
+	}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	cmd := exec.Command("go", append(args, "github.com/leaf-go/leaf/cmd/leaf-server")...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
