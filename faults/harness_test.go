@@ -32,6 +32,9 @@ var serverBin string
 func TestMain(m *testing.M) {
 	start := time.Now()
 	servertest.Run(m, &serverBin, func(code int) int {
+		if clockBinDir != "" {
+			os.RemoveAll(clockBinDir)
+		}
 		if path := os.Getenv("LEAF_FAULTS_REPORT"); path != "" {
 			if err := os.WriteFile(path, []byte(report.markdown(time.Since(start))), 0o644); err != nil {
 				fmt.Fprintln(os.Stderr, "write report:", err)
