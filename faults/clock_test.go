@@ -15,8 +15,8 @@ import (
 	"github.com/leaf-go/leaf/snowflake"
 )
 
-// clockBinDir holds the leaftest build; removed by TestMain.
-var clockBinDir string
+// clockBinDirs hold extra builds (leaftest, leafctl); removed by TestMain.
+var clockBinDirs []string
 
 // clockBin builds leaf-server with -tags leaftest once: its snowflake clock
 // is the system clock plus the offset in LEAF_TEST_CLOCK_FILE
@@ -26,7 +26,7 @@ var clockBin = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	clockBinDir = dir
+	clockBinDirs = append(clockBinDirs, dir)
 	return servertest.BuildTags(dir, servertest.Race, "leaftest")
 })
 
