@@ -1,0 +1,296 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/leaf-go/leaf/internal/faultproxy"
+	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/zktest"
+)
+
+// readyz returns the status of GET /readyz.
+func readyz(p *servertest.Proc) int {
+	code, _, err := p.Get(context.Background(), "/readyz")
+	if err != nil {
+		return 0
+	}
+	return code
+}
+
+// TestSQLLeaseLost: two servers take snowflake worker IDs from SQL leases on
+// one PostgreSQL; server A reaches it through a fault proxy, which is cut.
+// A's snowflake route must fail (non-200, Leaf code) before the 10 s TTL
+// ends (its local lease ends TTL − margin after the last renewal); B keeps
+// serving. After the TTL a third server C starts and takes the free worker
+// ID (A's); when the proxy comes back, A's renewal finds another generation
+// in the row: the lease is lost for good and /readyz answers 503. No
+// snowflake ID of A, B and C repeats.
+func TestSQLLeaseLost(t *testing.T) {
+	t.Parallel()
+	d := newDB(t, "postgres")
+	px := faultproxy.Start(t, d.upstream())
+	args := []string{"--segment=false", "--worker-id-source", "sql"}
+	a := start(t, t.TempDir(), append(args, "--segment-dsn", d.via(t, px))...)
+	b := start(t, t.TempDir(), append(args, "--segment-dsn", d.direct)...)
+	wa, wb := status(t, a).WorkerID, status(t, b).WorkerID
+	ta, tb, tc := newTally(time.Second+slack, 10*time.Second), newTally(time.Second+slack, 10*time.Second), newTally(time.Second+slack, 10*time.Second)
+	stopA := sfSingles(func() *servertest.Proc { return a }, ta, 2, nil)
+	stopB := sfSingles(func() *servertest.Proc { return b }, tb, 2, nil)
+	time.Sleep(time.Second)
+	ta.startFault()
+	px.Cut()
+	cut := time.Now()
+	failAfter := ta.waitFirstErr(t, 12*time.Second)
+	if failAfter >= 10*time.Second {
+		t.Errorf("server A failed %v after the cut, want before the 10 s TTL", failAfter)
+	}
+	readyWhileExpired := readyz(a)
+	// C after the TTL: A's row has expired in the database.
+	time.Sleep(time.Until(cut.Add(10500 * time.Millisecond)))
+	c := start(t, t.TempDir(), append(args, "--segment-dsn", d.direct)...)
+	wc := status(t, c).WorkerID
+	stopC := sfSingles(func() *servertest.Proc { return c }, tc, 2, nil)
+	px.Restore(t)
+	restored := time.Now()
+	lostAfter := time.Duration(-1)
+	for time.Since(restored) < 10*time.Second {
+		if readyz(a) == 503 {
+			lostAfter = time.Since(restored)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if lostAfter < 0 && wc == wa {
+		t.Errorf("server A: /readyz not 503 within 10 s after its worker ID %d went to server C", wa)
+	}
+	time.Sleep(time.Second)
+	stopA()
+	stopB()
+	stopC()
+	checkWorker(t, ta, wa)
+	checkWorker(t, tb, wb)
+	checkWorker(t, tc, wc)
+	if _, errs, _, _ := tb.snapshot(); len(errs) > 0 {
+		t.Errorf("server B (not cut) had errors %v", errs)
+	}
+	r := check(t, mergeTallies(ta, tb, tc), nil, "")
+	r.Scenario = "4 snowflake worker IDs"
+	r.Size = "SQL lease (PostgreSQL), 3 servers, A cut from the database past the 10 s TTL, C started after it"
+	r.Recovery = "A: lost for good (restart)"
+	r.Note = fmt.Sprintf("A (worker %d) failing %v after the cut; /readyz of A while expired %d, 503 %v after the database came back; C took worker %d, B %d",
+		wa, failAfter.Round(time.Millisecond), readyWhileExpired, lostAfter.Round(time.Millisecond), wc, wb)
+	report.add(t, r)
+}
+
+// TestSQLLeaseKillDuringRenewal: a server with the SQL lease source reaches
+// PostgreSQL through a proxy that delays every answer, so each lease
+// renewal (and each high-water store, which is a renewal) takes that long.
+// The server is killed with -9 while a request waits on such a renewal, and
+// restarted on the same data dir: 3 times, then once more after the TTL, so
+// that the last start takes back the first worker ID with the high-water
+// mark the interrupted renewal may have committed. No ID repeats.
+func TestSQLLeaseKillDuringRenewal(t *testing.T) {
+	t.Parallel()
+	for _, delay := range []time.Duration{200 * time.Millisecond, time.Second} {
+		t.Run(delay.String(), func(t *testing.T) {
+			t.Parallel()
+			d := newDB(t, "postgres")
+			px := faultproxy.Start(t, d.upstream())
+			dir := t.TempDir()
+			args := []string{"--segment=false", "--worker-id-source", "sql", "--segment-dsn", d.via(t, px)}
+			all := newTally(0, 0)
+			var workers []int64
+			hits := 0
+			const kills = 3
+			var lastKill time.Time
+			for round := 0; round <= kills; round++ {
+				if round == kills {
+					// the first worker ID's lease has expired by now
+					time.Sleep(time.Until(lastKill.Add(10500 * time.Millisecond)))
+				}
+				px.ClearDelay(t)
+				p := start(t, dir, args...)
+				px.Delay(t, delay)
+				w := status(t, p).WorkerID
+				workers = append(workers, w)
+				tl := newTally(delay+time.Second+slack, 10*time.Second)
+				var killing sync.Mutex
+				dead := false
+				connOK := func() bool { killing.Lock(); defer killing.Unlock(); return dead }
+				stop := sfSingles(func() *servertest.Proc { return p }, tl, 3, connOK)
+				if round == kills {
+					time.Sleep(2 * time.Second)
+					stop()
+					p.Kill9()
+				} else {
+					// Kill while a probe request waits on the database:
+					// the generator blocks on the high-water store, a
+					// lease renewal, whose answer the proxy delays.
+					for deadline := time.Now().Add(10 * time.Second); tl.idCount() < 100 && time.Now().Before(deadline); {
+						time.Sleep(10 * time.Millisecond)
+					}
+					hit := false
+					for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && !hit; {
+						done := make(chan struct{})
+						go func() {
+							defer close(done)
+							_, _, _ = p.Get(context.Background(), "/api/snowflake/get/probe")
+						}()
+						select {
+						case <-done:
+						case <-time.After(delay / 2):
+							hit = true
+						}
+					}
+					if hit {
+						hits++
+					}
+					killing.Lock()
+					dead = true
+					killing.Unlock()
+					p.Kill9()
+					lastKill = time.Now()
+					stop()
+				}
+				checkWorker(t, tl, w)
+				ids, errs, worst, bad := tl.snapshot()
+				for _, b := range bad {
+					t.Errorf("round %d: %s", round, b)
+				}
+				all.mu.Lock()
+				all.ids = append(all.ids, ids...)
+				for k, v := range errs {
+					all.errs[k] += v
+				}
+				all.worst = max(all.worst, worst)
+				all.mu.Unlock()
+			}
+			if hits == 0 {
+				t.Errorf("no kill landed while a request waited on a renewal")
+			}
+			if workers[kills] != workers[0] {
+				t.Logf("last start took worker %d, not the first one %d", workers[kills], workers[0])
+			}
+			r := check(t, all, nil, "")
+			r.Scenario = "3 process killed"
+			r.Size = fmt.Sprintf("SQL lease source (PostgreSQL +%v per answer), kill -9 during a lease renewal, %d kills, then a restart after the TTL", delay, kills)
+			r.Recovery = "restart"
+			r.Note = fmt.Sprintf("%d/%d kills landed while a request waited on the renewal (high-water store); worker IDs by round %v; conn = request cut by the kill", hits, kills, workers)
+			report.add(t, r)
+		})
+	}
+}
+
+// TestZooKeeperWorkerIDsExhausted: a namespace whose sequential counter is
+// past 1023 (1,024 nodes created and deleted) has no worker ID left for a new
+// ip:port: leaf-server must refuse to start, exit 1 and say why and what to
+// do. An ip:port that already has a node reuses its worker ID and starts.
+func TestZooKeeperWorkerIDsExhausted(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Addr(t)
+	name := zktest.Name(t, addr)
+	conn := zktest.Conn(t, addr)
+	parts := strings.Split("snowflake/"+name+"/forever", "/")
+	for i := range parts {
+		if _, err := conn.Create("/"+strings.Join(parts[:i+1], "/"), nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	// An existing server's node (worker ID 0), with a timestamp in the past.
+	data := fmt.Sprintf(`{"ip":"127.0.0.1","port":"7201","timestamp":%d}`, time.Now().Add(-time.Hour).UnixMilli())
+	if _, err := conn.Create("/snowflake/"+name+"/forever/127.0.0.1:7201-", []byte(data), zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	var ops []any
+	for range 1023 {
+		ops = append(ops, &zk.CreateRequest{Path: "/snowflake/" + name + "/forever/10.0.0.1:1-", Flags: zk.FlagSequence, Acl: zk.WorldACL(zk.PermAll)})
+	}
+	if _, err := conn.Multi(ops...); err != nil {
+		t.Fatalf("create 1023 sequential nodes: %v", err)
+	}
+	kids, _, err := conn.Children("/snowflake/" + name + "/forever")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dels []any
+	for _, k := range kids {
+		if strings.HasPrefix(k, "10.0.0.1:1-") {
+			dels = append(dels, &zk.DeleteRequest{Path: "/snowflake/" + name + "/forever/" + k, Version: -1})
+		}
+	}
+	if _, err := conn.Multi(dels...); err != nil {
+		t.Fatalf("delete the dummy nodes: %v", err)
+	}
+	pushed := time.Since(t0)
+	zkArgs := func(port string) []string {
+		return []string{"--segment=false", "--worker-id-source", "zookeeper", "--zk", addr, "--leaf-name", name,
+			"--advertise-ip", "127.0.0.1", "--snowflake-port", port}
+	}
+
+	// A new ip:port: refused.
+	cmd := exec.Command(serverBin, append([]string{"--listen", "127.0.0.1:0"}, zkArgs("7202")...)...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(cmd.Environ(), "TMPDIR="+t.TempDir())
+	t1 := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(t1)
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 {
+		t.Errorf("leaf-server in an exhausted namespace: exit %d, want 1\n%s", code, out)
+	}
+	for _, want := range []string{"no worker ID left", "1023", "leaf.name", "reuse an existing ip:port"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("refusal does not mention %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(string(out), "msg=listening"); n > 0 {
+		t.Errorf("leaf-server listened before refusing:\n%s", out)
+	}
+	kept, _, _ := conn.Children("/snowflake/" + name + "/forever")
+	report.add(t, row{
+		Scenario: "4 snowflake worker IDs", Size: "ZooKeeper namespace counter past 1023 (1,024 nodes created and deleted), new ip:port",
+		Errors: map[string]int{fmt.Sprintf("exit %d", code): 1}, Recovery: "n/a (refused at start)",
+		Note: fmt.Sprintf("refused in %v (counter pushed in %v); message: %s; nodes left %d", took.Round(time.Millisecond), pushed.Round(time.Millisecond), errLine(string(out)), len(kept)),
+	})
+
+	// The existing ip:port: reuses worker ID 0 and serves.
+	p := servertest.Start(t, serverBin, servertest.Options{Dir: t.TempDir(), Args: zkArgs("7201"), Env: []string{"TMPDIR=" + t.TempDir()}})
+	tl := newTally(time.Second+slack, 10*time.Second)
+	sfLoad([]*servertest.Proc{p}, []*tally{tl}, time.Second)
+	checkWorker(t, tl, 0)
+	r := check(t, tl, nil, "")
+	r.Scenario, r.Size, r.Recovery = "4 snowflake worker IDs", "ZooKeeper namespace counter past 1023, ip:port that already has a node, 1 s", "n/a"
+	r.Note = "reuses its worker ID 0 and serves"
+	report.add(t, r)
+}
+
+// errLine returns the first line of out that mentions the refusal,
+// shortened for the table.
+func errLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "no worker ID left") {
+			l = strings.ReplaceAll(l, "|", "/")
+			if len(l) > 400 {
+				l = l[:400] + "…"
+			}
+			return "`" + l + "`"
+		}
+	}
+	return "(none)"
+}
