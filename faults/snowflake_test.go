@@ -22,7 +22,7 @@ type sfStatus struct {
 		Source      string
 		State       string
 		UploadError string
-		LastUpload  time.Time
+		LastUpload  string // RFC 3339, "" before the first upload
 	} `json:"sourceState"`
 }
 
@@ -182,7 +182,7 @@ func TestSnowflakeZooKeeper(t *testing.T) {
 			ok := true
 			for _, p := range servers {
 				s := status(t, p).SourceState
-				if s.State != "StateHasSession" || s.UploadError != "" || !s.LastUpload.After(restored) {
+				if s.State != "StateHasSession" || s.UploadError != "" || !uploadedAfter(s.LastUpload, restored) {
 					ok = false
 				}
 			}
@@ -221,4 +221,11 @@ func TestSnowflakeZooKeeper(t *testing.T) {
 	if dups, first := duplicates(ids); dups > 0 {
 		t.Errorf("%d snowflake IDs repeated across phases, e.g. %v", dups, first)
 	}
+}
+
+// uploadedAfter says whether the status's lastUpload (RFC 3339, "" when none
+// yet) is after t.
+func uploadedAfter(lastUpload string, t time.Time) bool {
+	u, err := time.Parse(time.RFC3339Nano, lastUpload)
+	return err == nil && u.After(t)
 }
