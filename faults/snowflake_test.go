@@ -20,7 +20,7 @@ type sfStatus struct {
 	WorkerID    int64 `json:"workerId"`
 	SourceState struct {
 		Source      string
-		State       string
+		State       string `json:"session"` // ZooKeeper session state, e.g. StateHasSession
 		UploadError string
 		LastUpload  string // RFC 3339, "" before the first upload
 	} `json:"sourceState"`
