@@ -247,7 +247,7 @@ func restoreDrill(t *testing.T, kind, mode string) {
 	r.Size = fmt.Sprintf("%s, 2 servers, step 50, %s: max_id %d → %d", name, how, preMax, old)
 	r.Recovery = fmtRecovery(rec) + " after the fence"
 	r.Cmd = "go test -race -count=1 -run '^TestRestoredBackup$/^" + kind + "$/^" + mode + "$' ./faults/"
-	r.Note = fmt.Sprintf("%d/2 servers refused (log), %d with leaf_segment_rewound 1 at the fence, %v after the restore; fenced with leafctl to the higher mark %d; %d IDs before, %d after", refused, rewound, refusedAt.Round(time.Millisecond), mark, before.idCount(), after.idCount())
+	r.Note = fmt.Sprintf("%d/2 servers refused (log), %d with leaf_segment_rewound 1 at the fence; fenced %v after the restore with leafctl to the higher mark %d; %d IDs before, %d after", refused, rewound, refusedAt.Round(time.Millisecond), mark, before.idCount(), after.idCount())
 	if mode == "restore" {
 		r.Note += "; conn = requests cut by the kill"
 	}
