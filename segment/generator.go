@@ -355,7 +355,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	drop := false
 	switch {
 	case err == nil:
-		b.highMax = seg.max
+		b.highMax = max(b.highMax, seg.max) // a refresh may have raised it meanwhile
 		if b.refusing {
 			b.refusing = false
 			g.log.Warn("segment: tag serves again: max_id is at or above the high-water mark",
@@ -577,8 +577,23 @@ func (g *Generator) Refresh(ctx context.Context) error {
 	defer g.refreshMu.Unlock()
 	seq := g.bufSeq.Load()
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.LoadTimeout)
-	tags, err := g.st.Tags(ctx)
-	cancel()
+	defer cancel()
+	var (
+		tags     []string
+		observed map[string]int64 // max_id of every row, when Rows can be read
+		err      error
+	)
+	if g.rows != nil {
+		var rows []store.Row
+		rows, err = g.rows.Rows(ctx)
+		observed = make(map[string]int64, len(rows))
+		for _, r := range rows {
+			tags = append(tags, r.BizTag)
+			observed[r.BizTag] = r.MaxID
+		}
+	} else {
+		tags, err = g.st.Tags(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("segment: refresh tags: %w", err)
 	}
@@ -611,7 +626,64 @@ func (g *Generator) Refresh(ctx context.Context) error {
 		b.mu.Unlock()
 	}
 	g.ready.Store(true)
+	g.observe(ctx, observed, m)
 	return nil
+}
+
+// observe raises the high-water marks to the max_id the refresh read from
+// the table. Without it a server's mark only knows its own segments: a server
+// that last allocated an hour ago would accept, after a restore, segments
+// that other servers handed out since (per-server marks, SPEC §2). With it
+// only segments allocated by others within the last refresh interval before
+// a rewind escape the check. Raising a mark never refuses a legitimate
+// segment: max_id only grows, so every later allocation starts at or above
+// what was read. A failed Store is logged; the raised mark still holds in
+// memory.
+func (g *Generator) observe(ctx context.Context, observed map[string]int64, bufs map[string]*buffer) {
+	raised := map[string]int64{}
+	g.marksMu.Lock()
+	for tag, v := range observed {
+		// max_id 1 is a fresh row: no positive ID lies below it.
+		if v > 1 && v > g.highs[tag] {
+			raised[tag] = v
+		}
+	}
+	g.marksMu.Unlock()
+	if len(raised) == 0 {
+		return
+	}
+	if g.marks != nil {
+		if err := storeAll(ctx, g.marks, raised); err != nil {
+			g.log.Warn("segment: high-water marks read from the table not stored", "tags", len(raised), "err", err)
+		}
+	}
+	g.marksMu.Lock()
+	for tag, v := range raised {
+		g.highs[tag] = max(g.highs[tag], v)
+	}
+	g.marksMu.Unlock()
+	for tag, v := range raised {
+		if b := bufs[tag]; b != nil {
+			b.mu.Lock()
+			b.highMax = max(b.highMax, v)
+			b.mu.Unlock()
+		}
+	}
+}
+
+// storeAll stores many marks: in one write when m can (FileMarks), else one
+// by one.
+func storeAll(ctx context.Context, m Marks, marks map[string]int64) error {
+	if all, ok := m.(interface {
+		StoreAll(context.Context, map[string]int64) error
+	}); ok {
+		return all.StoreAll(ctx, marks)
+	}
+	var errs []error
+	for tag, v := range marks {
+		errs = append(errs, m.Store(ctx, tag, v))
+	}
+	return errors.Join(errs...)
 }
 
 // refreshLoop re-reads the tag list every RefreshInterval; after a failure

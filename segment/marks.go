@@ -112,12 +112,24 @@ func (f *FileMarks) Load(ctx context.Context) (map[string]int64, error) {
 // durable, unless the durable mark is already at least maxID. Errors: the
 // write's error (the mark stays staged and goes out with the next write).
 func (f *FileMarks) Store(ctx context.Context, tag string, maxID int64) error {
+	return f.StoreAll(ctx, map[string]int64{tag: maxID})
+}
+
+// StoreAll is Store for many tags at once, in one write.
+func (f *FileMarks) StoreAll(ctx context.Context, marks map[string]int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if old, ok := f.marks[tag]; ok && old >= maxID {
+	changed := false
+	for tag, maxID := range marks {
+		if old, ok := f.marks[tag]; ok && old >= maxID {
+			continue
+		}
+		f.staged[tag] = max(f.staged[tag], maxID)
+		changed = true
+	}
+	if !changed {
 		return nil
 	}
-	f.staged[tag] = max(f.staged[tag], maxID)
 	f.seq++
 	mine := f.seq
 	for {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -370,5 +371,63 @@ func TestFileMarks(t *testing.T) {
 			g.Close()
 			t.Errorf("New with marks file %q = nil error, want one", bad)
 		}
+	}
+}
+
+// TestRefreshRaisesMarks: two generators (two servers) on one table. A's own
+// segment is older than B's, so A's mark alone would accept a table put back
+// to A's max_id and repeat B's IDs. The refresh reads the table's max_id
+// into A's mark: the rewind is refused instead.
+func TestRefreshRaisesMarks(t *testing.T) {
+	t.Parallel()
+	for _, k := range []dbKind{sqliteDB, postgresDB} {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			db := openDB(t, k.dsn(t))
+			db.create(t, "obs", 1, 10)
+			cfg := fastRetry
+			cfg.GrowWindow, cfg.ShrinkWindow = time.Nanosecond, time.Hour // step stays 10
+			cfg.RefreshInterval = time.Hour                               // refreshed by hand below
+			pathA := filepath.Join(t.TempDir(), "a.json")
+			cfgA := cfg
+			cfgA.Marks = segment.NewFileMarks(pathA)
+			a := newGen(t, db.st, cfgA)
+			b := newGen(t, db.st, cfg)
+			if id := mustGet(t, a, "obs"); id != 1 { // A: [1, 11)
+				t.Fatalf("A first ID = %d, want 1", id)
+			}
+			aMax := db.maxID(t, "obs")
+			var fromB []int64
+			for range 5 { // B: the next segments
+				fromB = append(fromB, mustGet(t, b, "obs"))
+			}
+			if err := a.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := markOf(t, pathA, "obs"), db.maxID(t, "obs"); got != want {
+				t.Fatalf("A's stored mark after refresh = %d, want the table's max_id %d", got, want)
+			}
+			// Spend A's segment, then put the table back to where A left it.
+			for range 9 {
+				mustGet(t, a, "obs")
+			}
+			waitFor(t, "A idle", func() bool { st, _ := statsOf(a, "obs"); return !st.Loading })
+			db.exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'obs'", aMax)
+			for range 30 {
+				id, err := a.Get(context.Background(), "obs")
+				if err == nil && slices.Contains(fromB, id) {
+					t.Fatalf("A handed out %d, already handed out by B, after the table went back", id)
+				}
+				if err == nil && id >= aMax {
+					continue // A's prefetched segment from before the rewind (above B's), fine
+				}
+				if err != nil && !errors.Is(err, segment.ErrRewound) && segment.Code(err) != -3 {
+					t.Fatalf("A Get after rewind: %v", err)
+				}
+			}
+			if st, _ := statsOf(a, "obs"); !st.Refusing {
+				t.Errorf("A Stats after the rewind: Refusing = false, want true")
+			}
+		})
 	}
 }
