@@ -401,11 +401,13 @@ func TestRefreshRaisesMarks(t *testing.T) {
 			for range 5 { // B: the next segments
 				fromB = append(fromB, mustGet(t, b, "obs"))
 			}
+			waitFor(t, "B idle", func() bool { st, _ := statsOf(b, "obs"); return !st.Loading })
+			want := db.maxID(t, "obs") // B may still prefetch later: at least this
 			if err := a.Refresh(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := markOf(t, pathA, "obs"), db.maxID(t, "obs"); got != want {
-				t.Fatalf("A's stored mark after refresh = %d, want the table's max_id %d", got, want)
+			if got := markOf(t, pathA, "obs"); got < want {
+				t.Fatalf("A's stored mark after refresh = %d, want at least the table's max_id %d", got, want)
 			}
 			// Spend A's segment, then put the table back to where A left it.
 			for range 9 {

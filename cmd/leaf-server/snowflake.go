@@ -89,8 +89,11 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 			case <-lease.Lost():
 				return errors.New("worker ID lease lost: restart leaf-server to claim a new one")
 			default:
-				return nil
 			}
+			if !time.Now().Before(lease.Expiry()) {
+				return errors.New("worker ID lease may have expired (renewals failing): no snowflake IDs until one succeeds")
+			}
+			return nil
 		}
 		m.close = func() error {
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
