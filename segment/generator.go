@@ -335,7 +335,13 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		seg   *segment
 		err   error
 	)
-	if refusing && g.rows != nil {
+	if mr, ok := g.rows.(MaxIDReader); ok && high > 1 {
+		// Read before allocating: a rewound table is noticed without
+		// burning a segment, whose size (the grown dynamic step) could carry
+		// max_id past another server's lower mark and let that server repeat
+		// this one's IDs.
+		err = checkMaxID(ctx, mr, b.tag, high)
+	} else if refusing && g.rows != nil {
 		err = g.checkFenced(ctx, b.tag, high)
 	}
 	if err == nil {
@@ -464,6 +470,21 @@ func (g *Generator) storeMark(ctx context.Context, tag string, maxID int64) erro
 	g.marksMu.Lock()
 	g.highs[tag] = max(g.highs[tag], maxID)
 	g.marksMu.Unlock()
+	return nil
+}
+
+// checkMaxID returns ErrRewound when the max_id of tag is below high. A
+// missing row is left to Allocate to report.
+func checkMaxID(ctx context.Context, mr MaxIDReader, tag string, high int64) error {
+	cur, err := mr.MaxID(ctx, tag)
+	switch {
+	case errors.Is(err, store.ErrTagNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read max_id of %q: %w", tag, err)
+	case cur < high:
+		return fmt.Errorf("%w: max_id of %q is %d, below the high-water mark %d", ErrRewound, tag, cur, high)
+	}
 	return nil
 }
 

@@ -141,13 +141,17 @@ func TestRefusesUntilFenced(t *testing.T) {
 				t.Fatalf("Stats: Refusing=%v HighWater=%d, want true, %d", st.Refusing, st.HighWater, high)
 			}
 			// The log line is written just after the waiters are woken.
-			for _, want := range []string{"level=ERROR", "biz_tag=fence", "high_water=" + strconv.FormatInt(high, 10), "segment=\"[1, 101)\"", "leafctl tag fence fence"} {
+			for _, want := range []string{"level=ERROR", "biz_tag=fence", "high_water=" + strconv.FormatInt(high, 10), "max_id of", "leafctl tag fence fence"} {
 				waitFor(t, "log line with "+want, func() bool { return strings.Contains(logs.String(), want) })
 			}
 
-			// The refusal burned [1, 101); while refusing, retries read
-			// max_id and allocate nothing.
+			// The store's max_id is read before allocating: the rewind is
+			// noticed without burning a segment, and while refusing,
+			// retries read max_id and allocate nothing.
 			burned := db.maxID(t, "fence")
+			if burned != 1 {
+				t.Fatalf("max_id after the refusal = %d, want 1 (nothing allocated)", burned)
+			}
 			deadline := time.Now().Add(200 * time.Millisecond)
 			for time.Now().Before(deadline) {
 				if id, err := g.Get(context.Background(), "fence"); err == nil {

@@ -137,6 +137,14 @@ type RowReader interface {
 
 var _ RowReader = store.Store(nil)
 
+// MaxIDReader reads the max_id of one row (the stores in store/ have it).
+// When Config.Rows also implements it, every load of a tag with a
+// high-water mark first reads max_id and refuses a rewound table without
+// allocating (ErrRewound). Errors: store.ErrTagNotFound for a missing row.
+type MaxIDReader interface {
+	MaxID(ctx context.Context, tag string) (int64, error)
+}
+
 // Clock is the generator's source of time, injected so that tests can move
 // time by hand. Now must be safe for concurrent use. The generator uses Now
 // for the dynamic step, backoff and the miss-lookup rate limiter; it never

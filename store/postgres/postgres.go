@@ -273,3 +273,17 @@ func nullString(s string) *string {
 	}
 	return &s
 }
+
+// MaxID reads the max_id of tag without changing it (segment's restore
+// check before an allocation). Errors: store.ErrTagNotFound.
+func (s *Store) MaxID(ctx context.Context, tag string) (int64, error) {
+	var v int64
+	err := s.pool.QueryRow(ctx, `SELECT max_id FROM leaf_alloc WHERE biz_tag = $1`, tag).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("max_id %q: %w", tag, store.ErrTagNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("max_id %q: %w", tag, err)
+	}
+	return v, nil
+}

@@ -247,3 +247,17 @@ func scanRow(sc sqlstore.Scanner) (store.Row, error) {
 	}
 	return r, nil
 }
+
+// MaxID reads the max_id of tag without changing it (segment's restore
+// check before an allocation). Errors: store.ErrTagNotFound.
+func (s *Store) MaxID(ctx context.Context, tag string) (int64, error) {
+	var v int64
+	err := s.db.QueryRowContext(ctx, `SELECT max_id FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("max_id %q: %w", tag, store.ErrTagNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("max_id %q: %w", tag, err)
+	}
+	return v, nil
+}
