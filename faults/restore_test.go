@@ -80,15 +80,11 @@ func metric(t testing.TB, p *servertest.Proc, series string) string {
 // fenced with `leafctl tag fence` to the higher of the two servers'
 // high-water marks, they serve again by themselves.
 //
-// KNOWN BUG, "replica" mode (skipped unless LEAF_FAULTS_KNOWN_BUGS=1): the
-// servers' steps have grown (Leaf's dynamic step), so the first server to
-// refuse burns one segment of its large step, which can carry max_id past
-// the mark of the other server but not past its own; the other server then
-// accepts segments below the first one's mark and repeats its IDs (seen:
-// 6,400 duplicates on PostgreSQL) before any operator can fence. segment.go
-// documents the limit ("fence promptly, or stop all servers"); closing it
-// needs a shared mark (e.g. the refusing server fencing the row to its own
-// mark), a design change, not made here.
+// The "replica" mode once repeated IDs (3,200 on MariaDB): the first server
+// to notice burned one segment of its grown dynamic step, which carried
+// max_id past the other server's lower mark. Since then a tag with a mark
+// reads max_id before allocating, so both servers notice and nothing is
+// burned (segment.MaxIDReader).
 func TestRestoredBackup(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
@@ -96,10 +92,6 @@ func TestRestoredBackup(t *testing.T) {
 			t.Parallel()
 			for _, mode := range []string{"restore", "replica"} {
 				t.Run(mode, func(t *testing.T) {
-					if mode == "replica" && os.Getenv("LEAF_FAULTS_KNOWN_BUGS") == "" {
-						t.Skip("KNOWN BUG (fails about 1 run in 4): a replica behind promoted under 2 running servers " +
-							"can repeat IDs before the fence, see RELIABILITY.md; run with LEAF_FAULTS_KNOWN_BUGS=1")
-					}
 					restoreDrill(t, kind, mode)
 				})
 			}

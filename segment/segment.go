@@ -37,20 +37,22 @@
 // tag keeps refusing until max_id is at or above the mark again, which is
 // what an operator's fence does (`leafctl tag fence <tag> --min <mark>`);
 // then the next retry serves by itself. Retries back off up to
-// Config.RefuseRetryMax (30 s). The refused allocation itself moved max_id
-// forward by one segment (never handed out, so that is safe); later retries
-// first read max_id (Config.Rows) and allocate only once it reached the
-// mark, so waiting burns nothing. Without Config.Rows every retry allocates
-// and burns one segment, and enough retries carry max_id past the mark with
-// no operator at all.
+// Config.RefuseRetryMax (30 s). When Config.Rows is a MaxIDReader (the stores
+// in store/ are), every load of a tag that has a mark first reads max_id and
+// refuses a rewound table without allocating, so noticing burns nothing and
+// cannot carry max_id past another server's lower mark. Without it the
+// refused allocation moves max_id forward by one segment (never handed out,
+// so that is safe) and, without Config.Rows at all, every retry burns one.
 //
-// Limits: the mark is this server's own. Another server may have handed out
-// IDs above it, so fence to the highest mark of all servers, not to the
-// mark of one; and a server with an empty data directory has no mark and
-// serves a rewound table at once. Each server refusing burns one segment
-// when it notices; if that carries max_id past the mark of a server with a
-// lower mark before the fence, that server resumes below the marks of the
-// others. Fence promptly, or stop all servers, fence, then start them.
+// Every tag refresh also reads the table's max_id into the marks (observe),
+// so a server whose own last segment is old still knows what the other
+// servers took up to its last refresh.
+//
+// Limits: the mark is this server's own. Segments another server took after
+// this server's last refresh are unknown to it, so fence to the highest mark
+// of all servers, not to the mark of one; and a server with an empty data
+// directory has no mark and serves a rewound table at once. Fence promptly,
+// or stop all servers, fence, then start them.
 //
 // The package is pure: it talks to the database only through the Store
 // interface and exposes its state through Generator.Stats.
