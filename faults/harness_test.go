@@ -400,26 +400,8 @@ func openRaw(t testing.TB, driver, src string) *sql.DB {
 }
 
 // installAudit records every committed UPDATE of leaf_alloc as the range
-// [old max_id, new max_id) it reserved; the row is written in the UPDATE's
-// own transaction, so a rolled-back allocation leaves no trace.
-func (d *db) installAudit(t testing.TB) {
-	t.Helper()
-	stmts := []string{`CREATE TABLE leaf_alloc_audit (biz_tag varchar(128), old_max bigint, new_max bigint)`}
-	if d.kind == "postgres" {
-		stmts = append(stmts,
-			`CREATE FUNCTION leaf_audit() RETURNS trigger AS $$ BEGIN
-			   INSERT INTO leaf_alloc_audit VALUES (NEW.biz_tag, OLD.max_id, NEW.max_id); RETURN NEW; END $$ LANGUAGE plpgsql`,
-			`CREATE TRIGGER leaf_audit AFTER UPDATE ON leaf_alloc FOR EACH ROW EXECUTE FUNCTION leaf_audit()`)
-	} else {
-		stmts = append(stmts, `CREATE TRIGGER leaf_audit AFTER UPDATE ON leaf_alloc FOR EACH ROW
-			INSERT INTO leaf_alloc_audit VALUES (NEW.biz_tag, OLD.max_id, NEW.max_id)`)
-	}
-	for _, s := range stmts {
-		if _, err := d.raw.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-}
+// it reserved (dbtest.InstallAudit).
+func (d *db) installAudit(t testing.TB) { t.Helper(); dbtest.InstallAudit(t, d.raw, d.kind) }
 
 func (d *db) create(t testing.TB, tag string, maxID, step int64) {
 	t.Helper()
@@ -441,13 +423,13 @@ func (d *db) maxID(t testing.TB, tag string) int64 {
 	return n
 }
 
-type idRange struct{ lo, hi int64 } // [lo, hi)
+type idRange = dbtest.Range // [Lo, Hi)
 
 func (d *db) ranges(t testing.TB, tag string) []idRange {
 	t.Helper()
 	out := d.auditRanges(t, tag)
 	for i := 1; i < len(out); i++ {
-		if out[i].lo < out[i-1].hi {
+		if out[i].Lo < out[i-1].Hi {
 			t.Errorf("audit: committed ranges overlap: %v and %v", out[i-1], out[i])
 		}
 	}
@@ -458,41 +440,10 @@ func (d *db) ranges(t testing.TB, tag string) []idRange {
 // checking that they do not overlap (after a restore they do).
 func (d *db) auditRanges(t testing.TB, tag string) []idRange {
 	t.Helper()
-	q := `SELECT old_max, new_max FROM leaf_alloc_audit WHERE biz_tag = ? ORDER BY old_max`
-	if d.kind == "postgres" {
-		q = `SELECT old_max, new_max FROM leaf_alloc_audit WHERE biz_tag = $1 ORDER BY old_max`
-	}
-	rows, err := d.raw.Query(q, tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []idRange
-	for rows.Next() {
-		var r idRange
-		if err := rows.Scan(&r.lo, &r.hi); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return dbtest.AuditRanges(t, d.raw, d.kind, tag)
 }
 
-func inRanges(rs []idRange, id int64) bool {
-	i, _ := slices.BinarySearchFunc(rs, id, func(r idRange, id int64) int {
-		switch {
-		case r.hi <= id:
-			return -1
-		case r.lo > id:
-			return 1
-		}
-		return 0
-	})
-	return i < len(rs) && rs[i].lo <= id && id < rs[i].hi
-}
+var inRanges = dbtest.InRanges
 
 // duplicates sorts ids and returns how many repeat an earlier one, with the
 // first few repeated values.

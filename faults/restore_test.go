@@ -221,7 +221,7 @@ func restoreDrill(t *testing.T, kind, mode string) {
 	for _, id := range ids {
 		in := false
 		for _, rg := range rs {
-			if rg.lo <= id && id < rg.hi {
+			if rg.Lo <= id && id < rg.Hi {
 				in = true
 				break
 			}

@@ -168,7 +168,7 @@ func TestFourServersOneDatabase(t *testing.T) {
 			dsnStr := testDSN(t, kind, dir)
 			st := openStore(t, dsnStr) // applies the migrations once
 			db := rawDB(t, kind, dsnStr)
-			installAudit(t, kind, db)
+			dbtest.InstallAudit(t, db, kind)
 			if err := st.Create(t.Context(), store.Row{BizTag: "e2e", MaxID: 1, Step: 10}); err != nil {
 				t.Fatal(err)
 			}
@@ -215,9 +215,9 @@ func TestFourServersOneDatabase(t *testing.T) {
 					t.Fatalf("duplicate ID %d", all[i])
 				}
 			}
-			ranges := auditRanges(t, db, "e2e")
+			ranges := dbtest.AuditRanges(t, db, kind, "e2e")
 			for _, id := range all {
-				if !inRanges(ranges, id) {
+				if !dbtest.InRanges(ranges, id) {
 					t.Fatalf("ID %d is in no range a committed UPDATE reserved (%d ranges)", id, len(ranges))
 				}
 			}
@@ -353,62 +353,6 @@ func rawDB(t *testing.T, kind, dsnStr string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
-}
-
-// installAudit records every committed allocation as [old max_id, new max_id).
-func installAudit(t *testing.T, kind string, db *sql.DB) {
-	t.Helper()
-	stmts := []string{`CREATE TABLE leaf_alloc_audit (biz_tag varchar(128), old_max bigint, new_max bigint)`}
-	if kind == "postgres" {
-		stmts = append(stmts,
-			`CREATE FUNCTION leaf_audit() RETURNS trigger AS $$ BEGIN
-			   INSERT INTO leaf_alloc_audit VALUES (NEW.biz_tag, OLD.max_id, NEW.max_id); RETURN NEW; END $$ LANGUAGE plpgsql`,
-			`CREATE TRIGGER leaf_audit AFTER UPDATE ON leaf_alloc FOR EACH ROW EXECUTE FUNCTION leaf_audit()`)
-	} else {
-		stmts = append(stmts, `CREATE TRIGGER leaf_audit AFTER UPDATE ON leaf_alloc FOR EACH ROW
-			INSERT INTO leaf_alloc_audit VALUES (NEW.biz_tag, OLD.max_id, NEW.max_id)`)
-	}
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-}
-
-type idRange struct{ lo, hi int64 } // [lo, hi)
-
-func auditRanges(t *testing.T, db *sql.DB, tag string) []idRange {
-	t.Helper()
-	rows, err := db.Query(`SELECT old_max, new_max FROM leaf_alloc_audit WHERE biz_tag = '` + tag + `' ORDER BY old_max`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []idRange
-	for rows.Next() {
-		var r idRange
-		if err := rows.Scan(&r.lo, &r.hi); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func inRanges(rs []idRange, id int64) bool {
-	i, _ := slices.BinarySearchFunc(rs, id, func(r idRange, id int64) int {
-		switch {
-		case r.hi <= id:
-			return -1
-		case r.lo > id:
-			return 1
-		}
-		return 0
-	})
-	return i < len(rs) && rs[i].lo <= id && id < rs[i].hi
 }
 
 // TestZooKeeperWorkerIDs: two leaf-server processes plus a node written by
