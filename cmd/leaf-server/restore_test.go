@@ -98,7 +98,8 @@ func TestRestoreDrill(t *testing.T) {
 			if err != nil || status != 500 || !strings.Contains(body, "Result{id=-3, status=EXCEPTION}") {
 				t.Fatalf("GET after the restore = %d %s, %v; want 500 with id=-3", status, body, err)
 			}
-			logWant := []string{"level=ERROR", "refusing tag", "biz_tag=" + tag, "high_water=" + strconv.FormatInt(mark, 10), "segment=\"[" + strconv.FormatInt(dump.maxID, 10)}
+			logWant := []string{"level=ERROR", "refusing tag", "biz_tag=" + tag, "high_water=" + strconv.FormatInt(mark, 10),
+				fmt.Sprintf("max_id of \\\"%s\\\" is %d", tag, dump.maxID)} // read before allocating: nothing burned
 			restoreWait(t, 10*time.Second, "the refusal log line", func() bool {
 				for _, w := range logWant {
 					if !strings.Contains(p2.logs(), w) {
