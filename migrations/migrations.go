@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -63,23 +64,33 @@ type Version struct {
 	AppliedAt time.Time
 }
 
+// sqliteUp serialises Up on SQLite within this process.
+var sqliteUp sync.Mutex
+
 // Up applies every pending migration of dialect ("postgres", "mysql" or
 // "sqlite"; "sqlite3" and "postgresql" are accepted too) to db. Applying it to
 // an up-to-date database is a no-op. Concurrent callers are serialised by an
 // advisory lock on PostgreSQL (pg_advisory_lock) and by GET_LOCK on MySQL;
-// SQLite serialises writers itself. db is not closed.
+// on SQLite by a mutex within the process (other processes wait on the file
+// lock). db is not closed.
 // Errors: ErrDialect, or the driver's error wrapped with the migration.
 func Up(ctx context.Context, db *sql.DB, dialect string) error {
 	p, err := newProvider(db, dialect)
 	if err != nil {
 		return err
 	}
-	if d, _ := normalise(dialect); d == "mysql" {
+	switch d, _ := normalise(dialect); d {
+	case "mysql":
 		unlock, err := mysqlLock(ctx, db)
 		if err != nil {
 			return err
 		}
 		defer unlock()
+	case "sqlite":
+		// SQLite has no advisory lock; concurrent Ups in one process take
+		// turns (other processes wait on the file lock, busy_timeout).
+		sqliteUp.Lock()
+		defer sqliteUp.Unlock()
 	}
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrate %s up: %w", dialect, err)
