@@ -90,6 +90,13 @@ func TestSQLLeaseLost(t *testing.T) {
 	readyWhileExpired := readyz(a)
 	// C after the TTL: A's row has expired in the database.
 	time.Sleep(time.Until(cut.Add(10500 * time.Millisecond)))
+	// Past the TTL with the database still cut, A's lease may have been taken
+	// over: A must not call itself ready (a load balancer would keep sending
+	// it snowflake requests it can only refuse).
+	readyPastTTL := readyz(a)
+	if readyPastTTL != 503 {
+		t.Errorf("server A: /readyz %d past the lease TTL with the database cut, want 503", readyPastTTL)
+	}
 	c := start(t, t.TempDir(), append(args, "--segment-dsn", d.direct)...)
 	wc := status(t, c).WorkerID
 	stopC := sfSingles(func() *servertest.Proc { return c }, tc, 2, nil)
@@ -120,8 +127,8 @@ func TestSQLLeaseLost(t *testing.T) {
 	r.Scenario = "4 snowflake worker IDs"
 	r.Size = "SQL lease (PostgreSQL), 3 servers, A cut from the database past the 10 s TTL, C started after it"
 	r.Recovery = "A: lost for good (restart)"
-	r.Note = fmt.Sprintf("A (worker %d) failing %v after the cut; /readyz of A while expired %d, 503 %v after the database came back; C took worker %d, B %d",
-		wa, failAfter.Round(time.Millisecond), readyWhileExpired, lostAfter.Round(time.Millisecond), wc, wb)
+	r.Note = fmt.Sprintf("A (worker %d) failing %v after the cut; /readyz of A at the first error %d, past the TTL %d, 503 %v after the database came back; C took worker %d, B %d",
+		wa, failAfter.Round(time.Millisecond), readyWhileExpired, readyPastTTL, lostAfter.Round(time.Millisecond), wc, wb)
 	report.add(t, r)
 }
 
