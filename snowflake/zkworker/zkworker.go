@@ -31,6 +31,16 @@
 //     the clock; a restart waits until its clock has passed it. (A Java Leaf node restarting on
 //     the same ip:port within that window refuses its ZooKeeper claim, as it should.)
 //   - Only connection failures fall back to the cache file; every other error stops the start.
+//   - A namespace that lost its nodes (ZooKeeper's data lost, or a new ensemble) while servers
+//     run does not hand their worker IDs out again as far as it can be helped: a running server
+//     whose upload finds its node gone creates it again under the same name (after opening a new
+//     connection when the old one has had no session for two session timeouts: a new ensemble
+//     refuses a client that has seen a later zxid); a starting server whose address has no node
+//     takes back the worker ID of its cache file when no other node holds it; and a sequential
+//     number that another address's node holds is never taken. Leaf re-uses such numbers: a
+//     server restarted after the loss draws 0, 1, … again while others still issue with them.
+//     A brand-new server that starts before a running one has re-registered can still draw that
+//     one's number; restart or wait one heartbeat interval after ZooKeeper comes back.
 package zkworker
 
 import (
@@ -142,7 +152,9 @@ type Worker struct {
 	loaded    time.Time // the mark found at claim time
 	log       *slog.Logger
 
-	conn   *zk.Conn // nil when from the cache
+	// conn is the ZooKeeper connection, nil when from the cache. Claim sets it; afterwards only
+	// the upload goroutine replaces it (reconnect).
+	conn   atomic.Pointer[zk.Conn]
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the upload goroutine has returned
 	kick   chan struct{} // buffer 1: upload now (a new mark was stored)
@@ -206,7 +218,7 @@ func Claim(ctx context.Context, o Options) (*Worker, error) {
 		}
 		return nil, err
 	}
-	w.conn = conn
+	w.conn.Store(conn)
 	var hbCtx context.Context
 	hbCtx, w.cancel = context.WithCancel(context.Background())
 	go w.heartbeat(hbCtx)
@@ -351,11 +363,15 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 		name  string
 		id    int64
 	)
+	taken := map[int64]string{} // worker ID → a node of another address
 	for _, child := range children {
 		addr, n, ok := ParseNodeName(child)
 		if !ok {
 			w.log.Warn("zkworker: ignoring a node that is not <ip>:<port>-<sequence>", "node", forever+"/"+child)
 			continue
+		}
+		if addr != w.addr {
+			taken[n] = child
 		}
 		if addr == w.addr && (!found || n < id) {
 			if found {
@@ -367,13 +383,9 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 	now := w.opts.Clock.Now()
 	if !found {
 		data, _ := json.Marshal(endpoint{IP: w.opts.IP, Port: w.opts.Port, Timestamp: now.UnixMilli()})
-		created, err := conn.Create(forever+"/"+w.addr+"-", data, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		created, n, err := w.createNode(conn, data, taken)
 		if err != nil {
-			return fmt.Errorf("create node for %s: %w", w.addr, err)
-		}
-		_, n, ok := ParseNodeName(path.Base(created))
-		if !ok {
-			return fmt.Errorf("%w: created node %s has no sequence number", ErrNodeData, created)
+			return err
 		}
 		if err := w.checkRange(n, created); err != nil {
 			if derr := conn.Delete(created, -1); derr != nil {
@@ -413,6 +425,60 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 		return fmt.Errorf("write cache file: %w", err)
 	}
 	return nil
+}
+
+// createNode creates this address's node when the namespace has none. Leaf creates a sequential
+// node, and so does createNode, with two fixes for a namespace that lost its nodes (ZooKeeper's
+// data lost or migrated without it, so the sequence counter starts again at 0 while servers
+// still issue IDs with their old numbers):
+//
+//   - when the cache file names the worker ID this address had, and no other address's node
+//     holds that number, the node is created again under that number (the name Leaf would have
+//     given it), so a restart keeps its worker ID instead of drawing a low number that a
+//     running server may still use;
+//   - a sequential number that another address's node already holds is never taken: the node
+//     is deleted and created again, which moves the counter on.
+//
+// taken maps worker IDs to the nodes of other addresses.
+func (w *Worker) createNode(conn *zk.Conn, data []byte, taken map[int64]string) (string, int64, error) {
+	forever := w.foreverPath()
+	if cid, _, err := readCache(w.cachePath); err == nil && cid <= w.opts.Layout.MaxWorker() {
+		if other, ok := taken[cid]; !ok {
+			node := fmt.Sprintf("%s/%s-%010d", forever, w.addr, cid)
+			_, err := conn.Create(node, data, 0, zk.WorldACL(zk.PermAll))
+			if err == nil {
+				w.log.Warn("zkworker: this address had no node; created it again with the worker ID of the cache file",
+					"node", node, "cache", w.cachePath)
+				return node, cid, nil
+			}
+			if !errors.Is(err, zk.ErrNodeExists) {
+				return "", 0, fmt.Errorf("create node %s: %w", node, err)
+			}
+		} else {
+			w.log.Warn("zkworker: the cached worker ID is held by another address's node; claiming a new one",
+				"worker_id", cid, "node", forever+"/"+other, "cache", w.cachePath)
+		}
+	}
+	for range w.opts.Layout.MaxWorker() + 2 {
+		created, err := conn.Create(forever+"/"+w.addr+"-", data, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		if err != nil {
+			return "", 0, fmt.Errorf("create node for %s: %w", w.addr, err)
+		}
+		_, n, ok := ParseNodeName(path.Base(created))
+		if !ok {
+			return "", 0, fmt.Errorf("%w: created node %s has no sequence number", ErrNodeData, created)
+		}
+		other, dup := taken[n]
+		if !dup || n > w.opts.Layout.MaxWorker() {
+			return created, n, nil
+		}
+		w.log.Warn("zkworker: the sequence number is already held by another address's node (the namespace lost its nodes once); drawing again",
+			"node", created, "held_by", forever+"/"+other)
+		if err := conn.Delete(created, -1); err != nil {
+			return "", 0, fmt.Errorf("delete node %s: %w", created, err)
+		}
+	}
+	return "", 0, fmt.Errorf("%w: no free sequence number under %s", ErrWorkerIDExhausted, forever)
 }
 
 func (w *Worker) checkRange(n int64, node string) error {
@@ -551,6 +617,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	defer close(w.done)
 	t := time.NewTicker(w.opts.HeartbeatInterval)
 	defer t.Stop()
+	lastSession := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -561,8 +628,30 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		case <-t.C:
 		case <-w.kick:
 		}
+		if w.conn.Load().State() == zk.StateHasSession {
+			lastSession = time.Now()
+		} else if since := time.Since(lastSession); since > 2*w.opts.SessionTimeout {
+			w.reconnect(since)
+			lastSession = time.Now()
+		}
 		w.upload()
 	}
+}
+
+// reconnect replaces a connection that has had no session for long. go-zookeeper retries
+// forever with the last zxid it has seen, and a ZooKeeper that lost its data (a new ensemble)
+// refuses such a client for good ("client must try another server"); a new connection starts
+// from zxid 0. The node is created again by the next upload.
+func (w *Worker) reconnect(since time.Duration) {
+	conn, events, err := zk.Connect(w.opts.Servers, w.opts.SessionTimeout,
+		zk.WithLogger(zkLogger{w.log}), zk.WithLogInfo(false))
+	if err != nil {
+		w.log.Warn("zkworker: new ZooKeeper connection failed", "err", err)
+		return
+	}
+	go drain(events)
+	w.log.Warn("zkworker: no ZooKeeper session for a while; opening a new connection", "without_session", since.Round(time.Millisecond))
+	w.conn.Swap(conn).Close()
 }
 
 // upload writes max(mark, now, last upload) to the node; it never lowers the timestamp (Leaf
@@ -570,7 +659,12 @@ func (w *Worker) heartbeat(ctx context.Context) {
 func (w *Worker) upload() {
 	ts := max(w.mark.Load(), w.opts.Clock.Now().UnixMilli(), w.uploaded.Load())
 	data, _ := json.Marshal(endpoint{IP: w.opts.IP, Port: w.opts.Port, Timestamp: ts})
-	if _, err := w.conn.Set(w.node, data, -1); err != nil {
+	conn := w.conn.Load()
+	_, err := conn.Set(w.node, data, -1)
+	if errors.Is(err, zk.ErrNoNode) {
+		err = w.recreate(conn, data)
+	}
+	if err != nil {
 		msg := err.Error()
 		if prev := w.uploadErr.Swap(&msg); prev == nil {
 			w.log.Warn("zkworker: uploading the node timestamp failed; IDs are still issued, the mark is kept in the cache file",
@@ -583,6 +677,31 @@ func (w *Worker) upload() {
 	if prev := w.uploadErr.Swap(nil); prev != nil {
 		w.log.Info("zkworker: uploading the node timestamp works again", "node", w.node)
 	}
+}
+
+// recreate creates the node again under its own name (and so with its worker ID) after an upload
+// found it gone: ZooKeeper lost its data, and without the node a starting server could draw this
+// worker ID. A number that another address registered meanwhile is logged as an error: two live
+// servers then share a worker ID, and one of them must be stopped.
+func (w *Worker) recreate(conn *zk.Conn, data []byte) error {
+	if err := ensurePath(conn, w.foreverPath()); err != nil {
+		return fmt.Errorf("node %s gone; create %s: %w", w.node, w.foreverPath(), err)
+	}
+	if _, err := conn.Create(w.node, data, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("node %s gone; create it again: %w", w.node, err)
+	}
+	w.log.Warn("zkworker: the node was gone (ZooKeeper lost its data?); created it again with this worker ID", "node", w.node)
+	children, _, err := conn.Children(w.foreverPath())
+	if err != nil {
+		return nil // the node is back; the check is best effort
+	}
+	for _, child := range children {
+		if addr, n, ok := ParseNodeName(child); ok && n == w.id && addr != w.addr {
+			w.log.Error("zkworker: another address registered this worker ID while the node was gone: two live servers share it and may issue the same IDs; stop one of them",
+				"worker_id", w.id, "node", w.node, "other", w.foreverPath()+"/"+child)
+		}
+	}
+	return nil
 }
 
 // ID returns the claimed worker ID.
@@ -648,8 +767,8 @@ func (w *Worker) Status() Status {
 		Mark:      msTime(w.mark.Load()),
 		Uploaded:  msTime(w.uploaded.Load()),
 	}
-	if w.conn != nil {
-		s.State = w.conn.State().String()
+	if conn := w.conn.Load(); conn != nil {
+		s.State = conn.State().String()
 		s.LastUpload = msTime(w.lastUpload.Load())
 	}
 	if p := w.uploadErr.Load(); p != nil {
@@ -674,12 +793,14 @@ func (w *Worker) Close() error {
 		if w.cancel != nil {
 			w.cancel()
 		}
-		if w.conn != nil {
+		if conn := w.conn.Load(); conn != nil {
 			select {
 			case <-w.done:
 			case <-time.After(w.opts.SessionTimeout):
 			}
-			w.conn.Close()
+			w.conn.Load().Close()
+			<-w.done
+			w.conn.Load().Close() // a reconnect may have replaced it meanwhile
 		}
 		<-w.done
 	})
