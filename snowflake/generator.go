@@ -38,8 +38,8 @@ type Lease interface {
 }
 
 // Settings configure New. The zero value means the defaults: DefaultLayout, worker ID 0, the
-// system clock, Leaf's random sequence start, a 5 ms backward wait and no persisted high-water
-// mark (memory only — set HighWater in production).
+// system clock (an AnchoredClock), Leaf's random sequence start, a 5 ms backward wait and no
+// persisted high-water mark (memory only — set HighWater in production).
 type Settings struct {
 	// Layout is the bit layout; the zero Layout means DefaultLayout(). New validates it
 	// (ErrInvalidLayout).
@@ -50,7 +50,8 @@ type Settings struct {
 	// is only as unique as the deployment that hands it out — a copied config or a force-deleted
 	// pod is enough to break it.
 	WorkerID int64
-	// Clock is the time source; nil means SystemClock{}.
+	// Clock is the time source; nil means a new AnchoredClock (the wall clock at the cost of a
+	// monotonic read; steps are seen within AnchorRecheck).
 	Clock Clock
 	// ZeroStart makes every new millisecond start its sequence at 0. By default (false) it
 	// starts at a random value in [0, RandomStartBound), as Leaf does so that callers sharding
@@ -121,7 +122,7 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 		s.Layout = DefaultLayout()
 	}
 	if s.Clock == nil {
-		s.Clock = SystemClock{}
+		s.Clock = NewAnchoredClock()
 	}
 	if err := s.Layout.Validate(s.Clock.Now()); err != nil {
 		return nil, err

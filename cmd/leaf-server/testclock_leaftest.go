@@ -23,7 +23,7 @@ func testClock(c snowflake.Clock) snowflake.Clock {
 		return c
 	}
 	if c == nil {
-		c = snowflake.SystemClock{}
+		c = snowflake.NewAnchoredClock() // the generator's default
 	}
 	fc := &fileClock{base: c, path: path}
 	fc.offset() // a start-up offset applies to the first reading
