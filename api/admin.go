@@ -248,6 +248,7 @@ func (h *handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 }
 
 func (h *handler) audit(r *http.Request, op, tag string, attrs ...slog.Attr) {
-	attrs = append([]slog.Attr{slog.String("op", op), slog.String("biz_tag", tag), slog.String("remote", r.RemoteAddr)}, attrs...)
+	attrs = append([]slog.Attr{slog.String("op", op), slog.String("biz_tag", tag), slog.String("remote", r.RemoteAddr),
+		slog.String("request_id", requestID(r))}, attrs...)
 	h.d.Logger.LogAttrs(r.Context(), slog.LevelInfo, "admin audit", attrs...)
 }

@@ -96,31 +96,39 @@ func NewHandler(d Deps) http.Handler {
 	h := &handler{d: d}
 
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID)
 	r.Use(middleware.Recoverer)
 	o := newOps(h) // metrics, state API, Leaf's pages, dashboard (pages.go)
 	if o.metrics != nil {
 		r.Use(o.metrics.middleware)
 	}
-	o.routes(r)
-	h.adminRoutes(r)
 
-	// Leaf-compatible routes: any method, key taken whole (dots kept).
+	// Leaf-compatible routes: any method, key taken whole (dots kept). They
+	// carry no request ID: chi's RequestID formats one and copies the request
+	// on every call, a third of the router's own cost per ID (BENCHMARKS.md,
+	// Findings 2). The failures they log get one made then (requestID).
 	r.HandleFunc("/api/segment/get/{key}", h.segmentGet)
 	r.HandleFunc("/api/segment/get/", h.emptyKey)
 	r.HandleFunc("/api/snowflake/get/{key}", h.snowflakeGet)
 	r.HandleFunc("/api/snowflake/get/", h.emptyKey)
 
-	r.Get("/api/v1/segment/{tag}", h.segmentBatch)
-	r.Get("/api/v1/snowflake", h.snowflakeBatch)
+	// Everything else: requests that are rarer and may log more than one
+	// line (admin audit) carry chi's request ID from the start.
+	r.Group(func(r chi.Router) {
+		r.Use(middleware.RequestID)
+		o.routes(r)
+		h.adminRoutes(r)
 
-	r.HandleFunc("/decodeSnowflakeId", h.decodeSnowflakeID)
-	r.Get("/api/v1/snowflake/decode/{id}", h.decode)
-	r.Get("/api/v1/snowflake/encode", h.encode)
-	r.Get("/api/v1/snowflake/status", h.snowflakeStatus)
+		r.Get("/api/v1/segment/{tag}", h.segmentBatch)
+		r.Get("/api/v1/snowflake", h.snowflakeBatch)
 
-	r.Get("/healthz", h.healthz)
-	r.Get("/readyz", h.readyz)
+		r.HandleFunc("/decodeSnowflakeId", h.decodeSnowflakeID)
+		r.Get("/api/v1/snowflake/decode/{id}", h.decode)
+		r.Get("/api/v1/snowflake/encode", h.encode)
+		r.Get("/api/v1/snowflake/status", h.snowflakeStatus)
+
+		r.Get("/healthz", h.healthz)
+		r.Get("/readyz", h.readyz)
+	})
 	r.NotFound(h.notFound)
 	r.MethodNotAllowed(h.methodNotAllowed)
 	return r
@@ -207,8 +215,29 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, map[string]any{"ready": ready, "checks": checks})
 }
 
+// textPlain is the Content-Type of an ID, as Leaf's Spring server sends it.
+// writeID assigns the slice itself instead of calling Header.Set, which
+// would allocate a new one per response; nothing appends to or changes it.
+var textPlain = []string{"text/plain;charset=UTF-8"}
+
 func writeID(w http.ResponseWriter, id int64) {
-	w.Header().Set("Content-Type", "text/plain;charset=UTF-8")
+	w.Header()["Content-Type"] = textPlain
 	var buf [20]byte
 	_, _ = w.Write(strconv.AppendInt(buf[:0], id, 10))
+}
+
+// requestID returns the ID under which r's log lines appear: the one chi's
+// RequestID middleware put in r's context, or else (on the Leaf routes,
+// which skip the middleware) one made now by that middleware, so that it is
+// the caller's X-Request-Id when sent, or chi's "host/random-counter" from
+// the same counter.
+func requestID(r *http.Request) string {
+	if id := middleware.GetReqID(r.Context()); id != "" {
+		return id
+	}
+	var id string
+	middleware.RequestID(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		id = middleware.GetReqID(r.Context())
+	})).ServeHTTP(nil, r)
+	return id
 }

@@ -109,7 +109,8 @@ func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64
 		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
 	}
 	if status >= 500 {
-		h.d.Logger.WarnContext(r.Context(), "batch request failed", "path", r.URL.Path, "leaf_code", leafCode, "err", err)
+		h.d.Logger.WarnContext(r.Context(), "batch request failed", "path", r.URL.Path, "leaf_code", leafCode, "err", err,
+			"request_id", requestID(r))
 	}
 	writeJSON(w, status, apiErrorBody{Status: status, Code: code, Message: err.Error(), Path: r.URL.Path, LeafCode: leafCode})
 }

@@ -33,7 +33,8 @@ func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, 
 	if code != -2 {
 		// Unknown tags are the caller's mistake; everything else is ours.
 		h.d.Logger.LogAttrs(r.Context(), slog.LevelWarn, "id request failed",
-			slog.String("path", r.URL.Path), slog.Int64("code", code), slog.Any("err", err))
+			slog.String("path", r.URL.Path), slog.Int64("code", code), slog.Any("err", err),
+			slog.String("request_id", requestID(r)))
 	}
 	writeJSON(w, http.StatusInternalServerError, leafErrorBody{
 		Timestamp: h.d.Now().UnixMilli(),
@@ -116,7 +117,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (h *handler) apiError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
 	if status >= 500 {
 		h.d.Logger.LogAttrs(r.Context(), slog.LevelWarn, "api request failed",
-			slog.String("path", r.URL.Path), slog.String("code", code), slog.String("err", msg))
+			slog.String("path", r.URL.Path), slog.String("code", code), slog.String("err", msg),
+			slog.String("request_id", requestID(r)))
 	}
 	writeJSON(w, status, apiErrorBody{Status: status, Code: code, Message: msg, Path: r.URL.Path})
 }

@@ -36,6 +36,12 @@ var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 type httpMetrics struct {
 	requests *prometheus.CounterVec   // route, method, code
 	duration *prometheus.HistogramVec // route, method
+	// origin is the zero of the request timer: time.Since(origin) reads
+	// only the monotonic clock, where time.Now reads the wall clock too
+	// (about 190 ns instead of 45 ns on a kvm VM).
+	origin time.Time
+	// writers recycles the statusWriters, one per request otherwise.
+	writers sync.Pool // *statusWriter
 	// series caches the resolved children by label values, so that the hot
 	// path does one lock-free map read instead of hashing the labels under
 	// the vectors' read lock.
@@ -57,6 +63,8 @@ type seriesPair struct {
 
 func newHTTPMetrics() *httpMetrics {
 	return &httpMetrics{
+		origin:  time.Now(),
+		writers: sync.Pool{New: func() any { return new(statusWriter) }},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaf_http_requests_total",
 			Help: "HTTP requests answered, by chi route pattern, method and status code.",
@@ -77,15 +85,19 @@ func (m *httpMetrics) collectors() []prometheus.Collector {
 // RoutePattern, read after the handler ran (only then is it complete).
 func (m *httpMetrics) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		start := time.Since(m.origin)
+		sw := m.writers.Get().(*statusWriter)
+		sw.ResponseWriter = w
 		completed := false
 		defer func() {
 			if !completed {
 				// The handler panicked; Recoverer, outside us, answers 500.
 				sw.status = http.StatusInternalServerError
 			}
-			m.observe(r, sw, time.Since(start))
+			m.observe(r, sw, time.Since(m.origin)-start)
+			// Handlers do not keep the writer past their return.
+			*sw = statusWriter{sniff: sw.sniff[:0]}
+			m.writers.Put(sw)
 		}()
 		next.ServeHTTP(sw, r)
 		completed = true
