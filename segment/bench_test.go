@@ -88,3 +88,38 @@ func BenchmarkGet(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkTagGet is Get through a Tag handle: the same fast path as
+// BenchmarkGet without the map lookup.
+func BenchmarkTagGet(b *testing.B) {
+	db := openDB(b, sqliteDB.dsn(b))
+	db.create(b, "bench", 1, store.MaxStep)
+	g := newGen(b, db.st, segment.Config{Logger: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+	tag, err := g.Tag(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := tag.Get(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := tag.Get(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := tag.Get(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}

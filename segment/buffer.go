@@ -14,8 +14,9 @@ type segment struct {
 	// used is first so that the atomic add brings the immutable fields
 	// below into the same cache line.
 	used atomic.Int64
-	// start and max bound the segment: IDs start..max-1.
-	start, max int64
+	// start and max bound the segment: IDs start..max-1; size is
+	// max - start, the number of IDs.
+	start, max, size int64
 	// step is the buffer's step when the segment was loaded (Leaf's
 	// Segment.step); it is the base of the 10% prefetch rule.
 	step int64
@@ -24,7 +25,7 @@ type segment struct {
 	prefetchAfter int64
 	// pad fills the struct to one 64-byte cache line, so that the atomic
 	// add of a hot segment does not share its line with another object.
-	_ [24]byte
+	_ [16]byte
 }
 
 func newSegment(start, max, step int64) *segment {
@@ -32,27 +33,18 @@ func newSegment(start, max, step int64) *segment {
 	return &segment{
 		start:         start,
 		max:           max,
+		size:          size,
 		step:          step,
 		prefetchAfter: int64(math.Floor(float64(size) - 0.9*float64(step))),
 	}
 }
 
-// size is the number of IDs in the segment.
-func (s *segment) size() int64 { return s.max - s.start }
-
-// take hands out the next ID. n is the number of take calls so far,
-// including this one; ok is false once the segment is spent.
-func (s *segment) take() (id, n int64, ok bool) {
-	n = s.used.Add(1)
-	if n > s.max-s.start {
-		return 0, n, false
-	}
-	return s.start + n - 1, n, true
-}
+// spent reports whether every ID of the segment was taken.
+func (s *segment) spent() bool { return s.used.Load() >= s.size }
 
 // issued is the number of IDs handed out from the segment.
 func (s *segment) issued() int64 {
-	return min(s.used.Load(), s.size())
+	return min(s.used.Load(), s.size)
 }
 
 func (s *segment) stats() SegmentStats {
@@ -96,7 +88,8 @@ type buffer struct {
 	load *loadCall
 	// initOK is true once the first segment was loaded (Leaf's initOk).
 	initOK bool
-	// removed is true once the tag left the cache: Get answers ErrTagNotFound.
+	// removed is true once the tag left the cache: Get answers
+	// ErrTagNotFound, and a Tag handle holding b looks the tag up again.
 	removed bool
 	// pos is the index, 0 or 1, of cur in Leaf's two-slot display.
 	pos int
@@ -124,6 +117,37 @@ type buffer struct {
 	// refusing is true from a refusal (ErrRewound) until the next
 	// successful load.
 	refusing bool
+}
+
+// take is the fast path of Get and Tag.Get: one atomic add on s, the
+// current segment of b, with no lock. n is s's used count after the add;
+// ID s.start+n-1 is valid when n <= s.size. fast is true when it is valid
+// and no prefetch is due, i.e. within the first 10% of s (Leaf: idle >=
+// 0.9*step), or with a next segment pending. Otherwise the caller calls
+// prefetch (which does nothing while in backoff) before returning the ID,
+// or, past s.size, moves on to the next segment.
+func (b *buffer) take(s *segment) (n int64, fast bool) {
+	n = s.used.Add(1)
+	return n, n <= s.prefetchAfter || n <= s.size && b.pending.Load()
+}
+
+// remove marks b as dropped from the cache and clears it, so that the fast
+// path of a Tag handle still holding b fails without reading removed and the
+// slow path answers ErrTagNotFound. b.mu must be held.
+func (b *buffer) remove() {
+	b.removed = true
+	b.clear()
+}
+
+// clear drops the segments of b, cur and next, after a remove or Close. The
+// fast path, which reads cur without the lock and checks no flag, then
+// fails, and the slow path answers. b.mu must be held.
+func (b *buffer) clear() {
+	if cur := b.cur.Load(); cur != nil {
+		b.retired += cur.issued()
+		b.cur.Store(nil)
+	}
+	b.next = nil
 }
 
 // stats snapshots the buffer for Generator.Stats.
@@ -154,12 +178,12 @@ func (b *buffer) stats() BufferStats {
 	if cur := b.cur.Load(); cur != nil {
 		st.Segments[b.pos] = cur.stats()
 		st.Issued += cur.issued()
-		st.Remaining = cur.size() - cur.issued()
+		st.Remaining = cur.size - cur.issued()
 	}
 	switch {
 	case b.next != nil:
 		st.Segments[1-b.pos] = b.next.stats()
-		st.Remaining += b.next.size()
+		st.Remaining += b.next.size
 	case b.prev != nil:
 		st.Segments[1-b.pos] = b.prev.stats()
 	}

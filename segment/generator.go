@@ -105,8 +105,9 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 func (g *Generator) Ready() bool { return g.ready.Load() }
 
 // Close stops the refresh loop and cancels the loads in flight, then waits
-// for them. Callers waiting in Get return ErrClosed, and so does every later
-// Get. Close is idempotent and always returns nil.
+// for them and drops the buffered segments (Stats then shows none). Callers
+// waiting in Get return ErrClosed, and so does every later Get or Tag.Get.
+// Close is idempotent and always returns nil.
 func (g *Generator) Close() error {
 	g.goMu.Lock()
 	if g.stopped {
@@ -118,6 +119,14 @@ func (g *Generator) Close() error {
 	g.cancel()
 	g.goMu.Unlock()
 	g.wg.Wait()
+	// Tag.Get's fast path does not read closed (that load cost about a
+	// quarter of it): with cur gone it takes the slow path, which does.
+	// No load runs any more, so nothing installs a segment after this.
+	for _, b := range *g.cache.Load() {
+		b.mu.Lock()
+		b.clear()
+		b.mu.Unlock()
+	}
 	return nil
 }
 
@@ -150,29 +159,87 @@ func (g *Generator) spawn(f func()) bool {
 // the store error, or ctx's cause when ctx ended the wait);
 // ErrNotInitialized when the tag is unknown, the tag list was never read and
 // the database does not answer; ErrClosed after Close.
+//
+// A caller that asks for the same tag over and over saves the lookup of the
+// tag (most of Get's time) with a handle from Generator.Tag.
 func (g *Generator) Get(ctx context.Context, tag string) (int64, error) {
-	if g.closed.Load() {
-		return 0, ErrClosed
-	}
+	// A cached tag skips lookup's call and closed check: after Close its
+	// buffer holds no segment, so next ends in await's check.
 	b := (*g.cache.Load())[tag]
 	if b == nil {
-		return g.miss(ctx, tag)
-	}
-	if s := b.cur.Load(); s != nil {
-		if id, n, ok := s.take(); ok {
-			if n > s.prefetchAfter && !b.pending.Load() {
-				g.prefetch(b)
-			}
-			return id, nil
+		var err error
+		if b, err = g.lookup(tag); err != nil {
+			return 0, err
 		}
 	}
-	return g.slow(ctx, b)
+	return g.next(ctx, b, nil)
 }
 
-// slow is Get when the current segment is missing or spent: switch to next,
-// or wait for a load, and retry. It never spins: each round either switches
-// (which only happens once per segment), waits on a load, or returns.
-func (g *Generator) slow(ctx context.Context, b *buffer) (int64, error) {
+// lookup returns the buffer of tag: the cached one, or for a tag not in the
+// cache a probe buffer, not yet loaded (see probe); ErrClosed after Close.
+// It is Get's first half; Tag and a Tag whose buffer was dropped use it too.
+func (g *Generator) lookup(tag string) (*buffer, error) {
+	if g.closed.Load() {
+		return nil, ErrClosed
+	}
+	if b := (*g.cache.Load())[tag]; b != nil {
+		return b, nil
+	}
+	return g.probe(tag)
+}
+
+// next is Get's second half, shared with Tag.Get (t, nil for Get): the fast
+// path, b.take on the current segment, and slow for everything else. It is
+// not inlined (too large); Tag.Get is, so a handle's Get costs one call.
+func (g *Generator) next(ctx context.Context, b *buffer, t *Tag) (int64, error) {
+	var n int64
+	s := b.cur.Load()
+	if s != nil {
+		var fast bool
+		if n, fast = b.take(s); fast {
+			return s.start + n - 1, nil
+		}
+	}
+	return g.slow(ctx, b, t, s, n)
+}
+
+// slow is next past its fast path: s is the current segment next read from
+// b (nil if none) and n its used count after b.take (0 if s is nil). An ID
+// still inside s is handed out after starting the prefetch; otherwise await
+// switches segments or waits for a load. For a Tag handle t whose buffer
+// was dropped from the cache (a refresh no longer listed the tag, or a load
+// found the row gone), slow looks the tag up again as Get does and moves the
+// handle to the buffer found.
+func (g *Generator) slow(ctx context.Context, b *buffer, t *Tag, s *segment, n int64) (int64, error) {
+	if s != nil && n <= s.size {
+		g.prefetch(b)
+		return s.start + n - 1, nil
+	}
+	id, err := g.await(ctx, b, false)
+	if err == nil || t == nil {
+		return id, err
+	}
+	b.mu.Lock()
+	removed := b.removed
+	b.mu.Unlock()
+	if !removed {
+		return 0, err
+	}
+	nb, err := g.lookup(t.tag)
+	if err != nil {
+		return 0, err
+	}
+	t.b.CompareAndSwap(b, nb)
+	return g.next(ctx, nb, nil)
+}
+
+// await takes an ID from b when the current segment is missing or spent:
+// switch to next, or wait for a load, and retry. It never spins: each round
+// either switches (which only happens once per segment), waits on a load, or
+// returns. With peek it takes no ID: it returns 0, nil as soon as b has a
+// current segment with IDs left (Generator.Tag waiting for a miss lookup's
+// first load).
+func (g *Generator) await(ctx context.Context, b *buffer, peek bool) (int64, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -185,11 +252,15 @@ func (g *Generator) slow(ctx context.Context, b *buffer) (int64, error) {
 		}
 		s := b.cur.Load()
 		if s != nil {
-			if id, n, ok := s.take(); ok {
-				if n > s.prefetchAfter && !b.pending.Load() {
+			if peek {
+				if !s.spent() {
+					return 0, nil
+				}
+			} else if n, fast := b.take(s); n <= s.size {
+				if !fast {
 					g.prefetch(b)
 				}
-				return id, nil
+				return s.start + n - 1, nil
 			}
 		}
 		call, err := g.advance(b, s)
@@ -235,7 +306,7 @@ func (g *Generator) advance(b *buffer, seen *segment) (*loadCall, error) {
 		return nil, nil
 	case b.next != nil:
 		if seen != nil {
-			b.retired += seen.size()
+			b.retired += seen.size
 			b.prev = seen
 		}
 		b.cur.Store(b.next)
@@ -360,6 +431,12 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	b.mu.Lock()
 	drop := false
 	switch {
+	case err == nil && b.removed:
+		// A refresh dropped the tag during the load: install nothing, so
+		// that a Tag handle still holding b hands out no ID of a dropped
+		// tag. The segment's IDs are skipped; its mark was stored.
+		b.pending.Store(false)
+		call.err = fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
 	case err == nil:
 		b.highMax = max(b.highMax, seg.max) // a refresh may have raised it meanwhile
 		if b.refusing {
@@ -386,7 +463,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	case errors.Is(err, store.ErrTagNotFound):
 		b.totalFailures++
 		b.lastErr = err
-		b.removed = true
+		b.remove()
 		drop = true
 		b.pending.Store(false)
 		call.err = fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
@@ -426,7 +503,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		switch {
 		case first && b.probe && !b.refusing:
 			// A miss lookup that failed: do not keep an unconfirmed tag.
-			b.removed = true
+			b.remove()
 			drop = true
 			if !g.ready.Load() {
 				call.err = fmt.Errorf("%w: load %q: %w", ErrNotInitialized, b.tag, err)
@@ -537,33 +614,33 @@ func (g *Generator) backoff(n int64, ceiling time.Duration) time.Duration {
 	return d
 }
 
-// miss handles a tag not in the cache. A concurrent miss of the same tag may
-// have added a probe buffer already: join it, so concurrent misses share one
-// allocation and one limiter token. Otherwise, if the limiter allows, add a
-// probe buffer and load its first segment like any first use.
-func (g *Generator) miss(ctx context.Context, tag string) (int64, error) {
+// probe handles a tag not in the cache. A concurrent miss of the same tag
+// may have added a probe buffer already: join it, so concurrent misses share
+// one allocation and one limiter token. Otherwise, if the limiter allows, add
+// a probe buffer, whose first load (started by the caller's slow path like
+// any first use) confirms the row or drops the buffer.
+func (g *Generator) probe(tag string) (*buffer, error) {
 	g.cacheMu.Lock()
+	defer g.cacheMu.Unlock()
 	old := *g.cache.Load()
-	b := old[tag]
-	if b == nil {
-		if g.limiter == nil || !g.limiter.AllowN(g.clock.Now(), 1) {
-			g.cacheMu.Unlock()
-			if !g.ready.Load() {
-				return 0, fmt.Errorf("%w: tag list not read yet, %q unknown", ErrNotInitialized, tag)
-			}
-			return 0, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
-		}
-		b = g.newBuffer(tag)
-		b.probe = true
-		m := maps.Clone(old)
-		if m == nil {
-			m = map[string]*buffer{}
-		}
-		m[tag] = b
-		g.cache.Store(&m)
+	if b := old[tag]; b != nil {
+		return b, nil
 	}
-	g.cacheMu.Unlock()
-	return g.slow(ctx, b)
+	if g.limiter == nil || !g.limiter.AllowN(g.clock.Now(), 1) {
+		if !g.ready.Load() {
+			return nil, fmt.Errorf("%w: tag list not read yet, %q unknown", ErrNotInitialized, tag)
+		}
+		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
+	}
+	b := g.newBuffer(tag)
+	b.probe = true
+	m := maps.Clone(old)
+	if m == nil {
+		m = map[string]*buffer{}
+	}
+	m[tag] = b
+	g.cache.Store(&m)
+	return b, nil
 }
 
 func (g *Generator) newBuffer(tag string) *buffer {
@@ -643,7 +720,7 @@ func (g *Generator) Refresh(ctx context.Context) error {
 	g.cacheMu.Unlock()
 	for _, b := range gone {
 		b.mu.Lock()
-		b.removed = true
+		b.remove()
 		b.mu.Unlock()
 	}
 	g.ready.Store(true)

@@ -16,18 +16,25 @@ import (
 )
 
 // TestTakeNeverLeavesSegment: concurrent takes on a small segment hand out
-// each ID of [start, max) exactly once and nothing else.
+// each ID of [start, max) exactly once and nothing else; with a next
+// segment pending every valid ID is fast, and none past the end is.
 func TestTakeNeverLeavesSegment(t *testing.T) {
 	s := newSegment(100, 110, 10)
+	b := &buffer{}
+	b.pending.Store(true)
 	var mu sync.Mutex
 	got := map[int64]int{}
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
 			for range 100 {
-				if id, _, ok := s.take(); ok {
+				n, fast := b.take(s)
+				if fast != (n <= s.size) {
+					t.Errorf("take: n %d of size %d, fast %v with a next segment pending", n, s.size, fast)
+				}
+				if n <= s.size {
 					mu.Lock()
-					got[id]++
+					got[s.start+n-1]++
 					mu.Unlock()
 				}
 			}

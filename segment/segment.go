@@ -54,6 +54,10 @@
 // directory has no mark and serves a rewound table at once. Fence promptly,
 // or stop all servers, fence, then start them.
 //
+// A caller that asks for IDs of one tag over and over can resolve it once
+// with Generator.Tag: the handle's Get is Generator.Get without the lookup
+// of the tag in the cache (a string hash and map probe, most of Get's time).
+//
 // The package is pure: it talks to the database only through the Store
 // interface and exposes its state through Generator.Stats.
 package segment
@@ -68,8 +72,8 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// Errors returned by Generator.Get. Each maps to one of Leaf's result codes
-// through Code. Causes are wrapped, so errors.Is also matches the underlying
+// Errors returned by Generator.Get, and for the same cases by Generator.Tag
+// and Tag.Get. Each maps to one of Leaf's result codes through Code. Causes are wrapped, so errors.Is also matches the underlying
 // store or context error.
 var (
 	// ErrNotInitialized is returned by Get for a tag that is not in the
