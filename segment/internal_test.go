@@ -129,6 +129,9 @@ func TestSegmentFillsCacheLine(t *testing.T) {
 	if got := unsafe.Sizeof(segment{}); got != 64 {
 		t.Fatalf("unsafe.Sizeof(segment{}) = %d, want 64 (one cache line)", got)
 	}
+	if got := unsafe.Sizeof(Tag{}); got != 64 {
+		t.Fatalf("unsafe.Sizeof(Tag{}) = %d, want 64 (one cache line)", got)
+	}
 }
 
 // TestFileMarksGroupCommit: many tags storing at once share writes, and
