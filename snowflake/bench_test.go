@@ -100,6 +100,30 @@ func BenchmarkBwmarrinParallel(b *testing.B) {
 	reportRate(b)
 }
 
+// BenchmarkSystemClockNow is what one Next cost in reading the clock before AnchoredClock:
+// time.Now reads the wall and the monotonic clock.
+func BenchmarkSystemClockNow(b *testing.B) {
+	c := snowflake.SystemClock{}
+	b.ReportAllocs()
+	var sink int64
+	for b.Loop() {
+		sink += c.Now().UnixMilli()
+	}
+	_ = sink
+}
+
+// BenchmarkAnchoredClockNow is the generator's default clock: one monotonic read between
+// rechecks of the wall clock (every AnchorRecheck).
+func BenchmarkAnchoredClockNow(b *testing.B) {
+	c := snowflake.NewAnchoredClock()
+	b.ReportAllocs()
+	var sink int64
+	for b.Loop() {
+		sink += c.Now().UnixMilli()
+	}
+	_ = sink
+}
+
 // BenchmarkAtomicAdd is the floor for any in-process ID source: one atomic add.
 func BenchmarkAtomicAdd(b *testing.B) {
 	var n atomic.Int64
