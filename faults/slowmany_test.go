@@ -14,9 +14,9 @@ import (
 // TestManyServersSlowDatabase: 3 servers share one database (PostgreSQL, and
 // MariaDB) behind one fault proxy that delays every answer by 200 ms, so a
 // segment load takes 2 (PostgreSQL) to 5 (MariaDB) delayed round trips.
-// Single-ID clients on a tag of step 100 and batch clients asking 2,000 IDs
-// of a tag of step 50 (more than both buffers hold until Leaf's dynamic step
-// has doubled five times) run for 6 s; then the
+// Single-ID clients on a tag of step 100 and batch clients asking 1,000 IDs
+// of a tag of step 200 (more than both buffers hold until Leaf's dynamic
+// step has doubled twice) run for 6 s; then the
 // batches stop and the single clients must be served again by themselves
 // while the database stays slow. Every failure must be a Leaf -3 within its
 // bound, no ID may repeat, and every ID must lie in a committed range.
@@ -32,7 +32,7 @@ func TestManyServersSlowDatabase(t *testing.T) {
 			t.Parallel()
 			d := newDB(t, kind)
 			d.create(t, "single", 1, 100)
-			d.create(t, "burst", 1, 50)
+			d.create(t, "burst", 1, 200)
 			px := faultproxy.Start(t, d.upstream())
 			var ps []*servertest.Proc
 			for range servers {
@@ -47,7 +47,7 @@ func TestManyServersSlowDatabase(t *testing.T) {
 				for range 2 {
 					singles = append(singles, target{srv: func() *servertest.Proc { return p }, path: "/api/segment/get/single", tally: single})
 				}
-				bursts = append(bursts, target{srv: func() *servertest.Proc { return p }, path: "/api/v1/segment/burst?count=2000", batch: true, tally: burst})
+				bursts = append(bursts, target{srv: func() *servertest.Proc { return p }, path: "/api/v1/segment/burst?count=1000", batch: true, tally: burst})
 			}
 			sctx, stopSingles := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
@@ -70,7 +70,7 @@ func TestManyServersSlowDatabase(t *testing.T) {
 				rec  string
 			}{
 				{"single", single, fmt.Sprintf("%s +%v per answer, %d servers, step 100, 2 single-ID clients per server", name, delay, servers), fmtRecovery(rec)},
-				{"burst", burst, fmt.Sprintf("%s +%v per answer, %d servers, step 50, batches of 2,000 (1 client per server, %v)", name, delay, servers, run), "n/a"},
+				{"burst", burst, fmt.Sprintf("%s +%v per answer, %d servers, step 200, batches of 1,000 (1 client per server, %v)", name, delay, servers, run), "n/a"},
 			} {
 				r := check(t, tg.tl, d, tg.tag)
 				for k := range r.Errors {

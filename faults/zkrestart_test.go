@@ -60,6 +60,15 @@ func (f *zkFleet) start(i int, timeout time.Duration) *servertest.Proc {
 	return p
 }
 
+// set replaces server i and returns the previous one.
+func (f *zkFleet) set(i int, p *servertest.Proc) *servertest.Proc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := f.servers[i]
+	f.servers[i] = p
+	return old
+}
+
 func (f *zkFleet) get(i int) *servertest.Proc {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -212,8 +221,9 @@ func TestZooKeeperRestart(t *testing.T) {
 	killing.Lock()
 	dead = true
 	killing.Unlock()
-	f.get(1).Kill9()
+	f.set(1, nil).Kill9() // B's client waits for the new process
 	b = f.start(1, 0)
+	time.Sleep(100 * time.Millisecond) // a request sent to the old process just before may fail late
 	killing.Lock()
 	dead = false
 	killing.Unlock()
