@@ -30,13 +30,16 @@ import (
 //     high-water mark cannot be written, so the segment must not be served;
 //   - sqlite: the SQLite file on the full disk, the data directory elsewhere;
 //   - both: leaf-go's default layout, the SQLite file and the marks in one
-//     data directory on the full disk.
+//     data directory on the full disk;
+//   - snowflake: snowflake mode alone (static worker ID), its time
+//     high-water file in the full data directory.
 //
-// Every failure must be a coded -3 within --wait-timeout; no 200 while the
-// disk is full may carry an ID at or above the mark durable in the marks
-// file or the max_id committed in the SQLite file; at the end every ID lies
-// below the durable mark and inside a committed range; the server serves
-// again by itself once space is freed.
+// Every failure must be a coded error within --wait-timeout (-3; -1 for
+// snowflake: mark not stored); no 200 while the disk is full may carry an ID
+// at or above the mark durable in the marks file, the max_id committed in
+// the SQLite file or (snowflake) a time at or past the durable time mark; at
+// the end every ID lies below the durable mark and inside a committed range;
+// the server serves again by itself once space is freed.
 func TestFullDisk(t *testing.T) {
 	t.Parallel()
 	const wait = 500 * time.Millisecond
