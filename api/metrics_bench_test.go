@@ -105,7 +105,7 @@ func BenchmarkMetricsOverhead(b *testing.B) {
 				w := &discard{h: http.Header{}}
 				return func() { h.ServeHTTP(w, req) }
 			}
-			overhead(b, 2000, call(bare), call(metered))
+			overhead(b, 2000, call(bare), call(metered), "bare", "metrics")
 		}
 	}
 	b.Run("in-process", inProcess("/api/segment/get/bench"))
@@ -129,13 +129,14 @@ func BenchmarkMetricsOverhead(b *testing.B) {
 				}
 			}
 		}
-		overhead(b, 200, call(bare), call(metered))
+		overhead(b, 200, call(bare), call(metered), "bare", "metrics")
 	})
 }
 
 // overhead runs batches of n calls of base and of with, alternately, and
-// reports the median ns per call of each and with/base.
-func overhead(b *testing.B, n int, base, with func()) {
+// reports the median ns per call of each (as "<baseName>-ns/req" and
+// "<withName>-ns/req") and with/base (as "ratio").
+func overhead(b *testing.B, n int, base, with func(), baseName, withName string) {
 	b.ReportAllocs()
 	var tb, tw []float64
 	batch := func(f func()) float64 {
@@ -157,8 +158,8 @@ func overhead(b *testing.B, n int, base, with func()) {
 		i++
 	}
 	mb, mw := median(tb), median(tw)
-	b.ReportMetric(mb, "bare-ns/req")
-	b.ReportMetric(mw, "metrics-ns/req")
+	b.ReportMetric(mb, baseName+"-ns/req")
+	b.ReportMetric(mw, withName+"-ns/req")
 	b.ReportMetric(mw/mb, "ratio")
 }
 

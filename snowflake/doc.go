@@ -31,7 +31,9 @@
 // lock while it waits, bounds the wait for the next millisecond, and persists a time high-water
 // mark (HighWater, e.g. FileHighWater or the ZooKeeper node of zkworker) so that a restarted
 // generator issues nothing until its clock has passed every millisecond an earlier run may have
-// used. Code maps errors to Leaf's result codes.
+// used. Code maps errors to Leaf's result codes. Its default clock, AnchoredClock, reads the
+// wall clock as an anchor plus monotonic time and compares with the wall clock every millisecond,
+// so clock steps reach those rules within a millisecond.
 //
 // # Worker IDs
 //
