@@ -2,6 +2,7 @@ package zktest
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -40,7 +41,7 @@ var serverJars = []struct {
 	{"slf4j-simple.jar", false},
 }
 
-// StartServer starts a private ZooKeeper and waits until it answers; it is killed when the test
+// StartServer starts a private ZooKeeper and waits until it serves; it is killed when the test
 // ends. When java or the zookeeper jars are missing, or the server does not come up, the test is
 // skipped with what is missing, or fails when CI=true.
 func StartServer(t testing.TB) *Server {
@@ -131,7 +132,7 @@ func (s *Server) Kill() {
 }
 
 // Restart starts the killed server again on the same data directory and port, and waits until
-// it answers (up to 30 s, retrying while the port is still held).
+// it serves (up to 30 s, retrying while the port is still held).
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	if s.Running() {
@@ -183,7 +184,7 @@ func (s *Server) start() error {
 		go func() { _ = cmd.Wait(); close(done) }()
 		s.cmd, s.done = cmd, done
 		for {
-			if ruok(s.addr) {
+			if serving(s.addr) {
 				return nil
 			}
 			select {
@@ -205,20 +206,22 @@ func (s *Server) start() error {
 	}
 }
 
-// ruok sends ZooKeeper's four-letter "ruok" and reports whether the answer is "imok".
-func ruok(addr string) bool {
+// serving sends ZooKeeper's four-letter "srvr" and reports whether the server says it serves
+// (its mode is in the answer). "ruok" is not enough: it answers "imok" as soon as the port is
+// open, while the database is still loading, and a client that connects then may have its
+// connection dropped or left unanswered.
+func serving(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return false
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("ruok")); err != nil {
+	if _, err := c.Write([]byte("srvr")); err != nil {
 		return false
 	}
-	b := make([]byte, 4)
-	n, _ := c.Read(b)
-	return string(b[:n]) == "imok"
+	b, _ := io.ReadAll(c)
+	return strings.Contains(string(b), "Mode: ")
 }
 
 func tail(s string, n int) string {
