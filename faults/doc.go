@@ -3,6 +3,7 @@
 // Every scenario runs real leaf-server processes on loopback against the real
 // PostgreSQL, MariaDB and ZooKeeper of the test machine, breaks something for
 // real (a TCP fault proxy that cuts or slows the database or ZooKeeper,
+// a private ZooKeeper killed, restarted or wiped (internal/zktest.Server),
 // kill -9, SIGTERM cut short, two servers sharing one database or one worker
 // ID, hostile requests, slow clients) and checks what a caller of an ID
 // service cares about: every ID answered with 200 is unique, every segment ID
