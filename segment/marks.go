@@ -41,7 +41,8 @@ type Marks interface {
 // Concurrent Stores are committed as a group: while one write is under way,
 // the marks that arrive are staged and the next write carries all of them,
 // so many tags loading at once cost a few fsyncs, not one each. Safe for
-// concurrent use within one process; two processes must not share a path.
+// concurrent use within one process; two processes must not share a path
+// (leaf-server locks its data directory so that two servers cannot).
 type FileMarks struct {
 	path string
 
@@ -84,7 +85,13 @@ func (f *FileMarks) Path() string { return f.path }
 // error); an unreadable or malformed file is an error, so that a damaged
 // file stops the start instead of silently dropping restore safety. The
 // result is a copy the caller may keep.
+//
+// Load first removes the temporary files that a process killed inside a
+// write left next to the file (".<name>.tmp-<digits>", see
+// atomicfile.RemoveTemps; never a file a write still uses, nor any other
+// file). Failing to remove them is not an error: they are never read.
 func (f *FileMarks) Load(ctx context.Context) (map[string]int64, error) {
+	_, _ = atomicfile.RemoveTemps(f.path)
 	b, err := os.ReadFile(f.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]int64{}, nil

@@ -33,7 +33,8 @@ type HighWater interface {
 // FileHighWater stores the high-water mark in a local file as decimal Unix milliseconds. Writes
 // are atomic (temporary file in the same directory, fsync, rename, fsync of the directory), so a
 // crash leaves the old or the new mark, never a torn one. It never lowers the stored mark. Safe
-// for concurrent use within one process; two processes must not share a path.
+// for concurrent use within one process; two processes must not share a path (leaf-server locks
+// its data directory so that two servers cannot).
 type FileHighWater struct {
 	path string
 
@@ -55,8 +56,12 @@ func (f *FileHighWater) Path() string { return f.path }
 
 // Load reads the mark. A missing file means no mark (zero time, nil error); an unreadable or
 // malformed file is an error, so that a damaged file stops the start instead of silently
-// dropping the restart protection.
+// dropping the restart protection. Load first removes the temporary files that a process
+// killed inside a Store left next to the file (".<name>.tmp-<digits>", see
+// atomicfile.RemoveTemps; never a file a Store still uses, nor any other file); failing to
+// remove them is not an error, since they are never read.
 func (f *FileHighWater) Load(ctx context.Context) (time.Time, error) {
+	_, _ = atomicfile.RemoveTemps(f.path)
 	b, err := os.ReadFile(f.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return time.Time{}, nil

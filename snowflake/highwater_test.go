@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -85,6 +86,38 @@ func TestFileHighWater(t *testing.T) {
 	}
 	if _, err := snowflake.NewFileHighWater(path).Load(ctx); err == nil {
 		t.Errorf("Load() of a malformed file = nil, want an error")
+	}
+}
+
+// TestFileHighWaterRemovesLeftovers: Load removes the temporary files that a process killed
+// inside a Store left beside the mark file and nothing else; the mark reads as before.
+func TestFileHighWaterRemovesLeftovers(t *testing.T) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+		t.Skip("no flock here: leftovers are kept")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "snowflake-3.highwater")
+	mark := time.UnixMilli(1_700_000_003_000)
+	if err := snowflake.NewFileHighWater(path).Store(ctx, mark); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{".snowflake-3.highwater.tmp-77", ".snowflake-3.highwater.tmp-4120938", ".segment-marks.json.tmp-8", "snowflake-4.highwater"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("17000"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := snowflake.NewFileHighWater(path).Load(ctx)
+	if err != nil || !got.Equal(mark) {
+		t.Fatalf("Load() = %v, %v, want %v", got, err, mark)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{".segment-marks.json.tmp-8", "snowflake-3.highwater", "snowflake-4.highwater"}; !slices.Equal(names, want) {
+		t.Errorf("after Load the directory holds %q, want %q", names, want)
 	}
 }
 
