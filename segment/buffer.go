@@ -11,9 +11,14 @@ import (
 // immutable; used counts take calls, so it can pass size but never wraps in
 // practice (2^63 calls) and an ID outside [start, max) is never returned.
 type segment struct {
-	// used is first so that the atomic add brings the immutable fields
-	// below into the same cache line.
+	// used is first so that the atomic add brings the fields below into
+	// the same cache line.
 	used atomic.Int64
+	// due is the used count up to which a take needs nothing more: the
+	// fast path is n <= due. It is prefetchAfter while no next segment is
+	// pending, size once one is (buffer.setPending keeps it so), so that
+	// the fast path reads no field of the buffer after its add.
+	due atomic.Int64
 	// start and max bound the segment: IDs start..max-1; size is
 	// max - start, the number of IDs.
 	start, max, size int64
@@ -25,18 +30,32 @@ type segment struct {
 	prefetchAfter int64
 	// pad fills the struct to one 64-byte cache line, so that the atomic
 	// add of a hot segment does not share its line with another object.
-	_ [16]byte
+	_ [8]byte
 }
 
 func newSegment(start, max, step int64) *segment {
 	size := max - start
-	return &segment{
+	s := &segment{
 		start:         start,
 		max:           max,
 		size:          size,
 		step:          step,
 		prefetchAfter: int64(math.Floor(float64(size) - 0.9*float64(step))),
 	}
+	s.due.Store(s.prefetchAfter)
+	return s
+}
+
+// take is the fast path of Get and Tag.Get: one atomic add, no lock. n is
+// the used count after the add; ID start+n-1 is valid when n <= size. fast
+// is true when it is valid and nothing else is due (n <= due): within the
+// first 10% of the segment (Leaf: idle >= 0.9*step), or with a next segment
+// pending. Otherwise the caller calls prefetch (which does nothing while in
+// backoff or with a load pending) before returning the ID, or, past size,
+// moves on to the next segment.
+func (s *segment) take() (n int64, fast bool) {
+	n = s.used.Add(1)
+	return n, n <= s.due.Load()
 }
 
 // spent reports whether every ID of the segment was taken.
@@ -119,16 +138,18 @@ type buffer struct {
 	refusing bool
 }
 
-// take is the fast path of Get and Tag.Get: one atomic add on s, the
-// current segment of b, with no lock. n is s's used count after the add;
-// ID s.start+n-1 is valid when n <= s.size. fast is true when it is valid
-// and no prefetch is due, i.e. within the first 10% of s (Leaf: idle >=
-// 0.9*step), or with a next segment pending. Otherwise the caller calls
-// prefetch (which does nothing while in backoff) before returning the ID,
-// or, past s.size, moves on to the next segment.
-func (b *buffer) take(s *segment) (n int64, fast bool) {
-	n = s.used.Add(1)
-	return n, n <= s.prefetchAfter || n <= s.size && b.pending.Load()
+// setPending records whether a next segment is pending (a load in flight
+// or a next segment ready) and sets the due count of cur to match. b.mu
+// must be held.
+func (b *buffer) setPending(v bool) {
+	b.pending.Store(v)
+	if cur := b.cur.Load(); cur != nil {
+		if v {
+			cur.due.Store(cur.size)
+		} else {
+			cur.due.Store(cur.prefetchAfter)
+		}
+	}
 }
 
 // remove marks b as dropped from the cache and clears it, so that the fast

@@ -189,14 +189,14 @@ func (g *Generator) lookup(tag string) (*buffer, error) {
 }
 
 // next is Get's second half, shared with Tag.Get (t, nil for Get): the fast
-// path, b.take on the current segment, and slow for everything else. It is
+// path, segment.take on the current segment, and slow for everything else. It is
 // not inlined (too large); Tag.Get is, so a handle's Get costs one call.
 func (g *Generator) next(ctx context.Context, b *buffer, t *Tag) (int64, error) {
 	var n int64
 	s := b.cur.Load()
 	if s != nil {
 		var fast bool
-		if n, fast = b.take(s); fast {
+		if n, fast = s.take(); fast {
 			return s.start + n - 1, nil
 		}
 	}
@@ -204,7 +204,7 @@ func (g *Generator) next(ctx context.Context, b *buffer, t *Tag) (int64, error) 
 }
 
 // slow is next past its fast path: s is the current segment next read from
-// b (nil if none) and n its used count after b.take (0 if s is nil). An ID
+// b (nil if none) and n its used count after its take (0 if s is nil). An ID
 // still inside s is handed out after starting the prefetch; otherwise await
 // switches segments or waits for a load. For a Tag handle t whose buffer
 // was dropped from the cache (a refresh no longer listed the tag, or a load
@@ -256,7 +256,7 @@ func (g *Generator) await(ctx context.Context, b *buffer, peek bool) (int64, err
 				if !s.spent() {
 					return 0, nil
 				}
-			} else if n, fast := b.take(s); n <= s.size {
+			} else if n, fast := s.take(); n <= s.size {
 				if !fast {
 					g.prefetch(b)
 				}
@@ -312,7 +312,7 @@ func (g *Generator) advance(b *buffer, seen *segment) (*loadCall, error) {
 		b.cur.Store(b.next)
 		b.next = nil
 		b.pos ^= 1
-		b.pending.Store(false)
+		b.setPending(false)
 		return nil, nil
 	case b.load != nil:
 		return b.load, nil
@@ -345,7 +345,7 @@ func (g *Generator) prefetch(b *buffer) {
 		return // a load raced us; pending is rightly true
 	}
 	if b.removed || !b.initOK || g.startLoad(b) == nil {
-		b.pending.Store(false)
+		b.setPending(false)
 	}
 }
 
@@ -382,7 +382,7 @@ func (g *Generator) startLoad(b *buffer) *loadCall {
 		return nil
 	}
 	b.load = call
-	b.pending.Store(true)
+	b.setPending(true)
 	return call
 }
 
@@ -435,7 +435,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		// A refresh dropped the tag during the load: install nothing, so
 		// that a Tag handle still holding b hands out no ID of a dropped
 		// tag. The segment's IDs are skipped; its mark was stored.
-		b.pending.Store(false)
+		b.setPending(false)
 		call.err = fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
 	case err == nil:
 		b.highMax = max(b.highMax, seg.max) // a refresh may have raised it meanwhile
@@ -453,7 +453,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 			b.step, b.minStep = alloc.Step, alloc.DBStep
 			b.cur.Store(seg)
 			b.initOK = true
-			b.pending.Store(false)
+			b.setPending(false)
 		default:
 			// pending stays true: a next segment is ready.
 			b.step, b.minStep = alloc.Step, alloc.DBStep
@@ -465,7 +465,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		b.lastErr = err
 		b.remove()
 		drop = true
-		b.pending.Store(false)
+		b.setPending(false)
 		call.err = fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
 	case errors.Is(err, ErrRewound):
 		// The row exists (it allocated) and the tag must stay visible as
@@ -476,7 +476,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		b.lastErr = err
 		backoff := g.backoff(b.failures, g.cfg.RefuseRetryMax)
 		b.retryAt.Store(now.Add(backoff).UnixNano())
-		b.pending.Store(false)
+		b.setPending(false)
 		call.err = fmt.Errorf("%w: %w", ErrNoSegment, err)
 		if g.root.Err() == nil {
 			attrs := []any{"biz_tag", b.tag, "high_water", high}
@@ -499,7 +499,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		}
 		backoff := g.backoff(b.failures, ceiling)
 		b.retryAt.Store(now.Add(backoff).UnixNano())
-		b.pending.Store(false)
+		b.setPending(false)
 		switch {
 		case first && b.probe && !b.refusing:
 			// A miss lookup that failed: do not keep an unconfirmed tag.

@@ -20,15 +20,14 @@ import (
 // segment pending every valid ID is fast, and none past the end is.
 func TestTakeNeverLeavesSegment(t *testing.T) {
 	s := newSegment(100, 110, 10)
-	b := &buffer{}
-	b.pending.Store(true)
+	s.due.Store(s.size) // as with a next segment pending
 	var mu sync.Mutex
 	got := map[int64]int{}
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
 			for range 100 {
-				n, fast := b.take(s)
+				n, fast := s.take()
 				if fast != (n <= s.size) {
 					t.Errorf("take: n %d of size %d, fast %v with a next segment pending", n, s.size, fast)
 				}
