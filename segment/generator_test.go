@@ -793,3 +793,37 @@ func TestStartWithDatabaseDown(t *testing.T) {
 		t.Fatalf("Get(%q) = %d, want an ID", "early", id)
 	}
 }
+
+// TestPrefetchRetriedWhileServing: a prefetch that failed is retried after
+// its backoff by a later request that the current segment still serves
+// (SPEC §2, rule 6), not only once the segment runs out. The table is
+// renamed away to make the load fail for real.
+func TestPrefetchRetriedWhileServing(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	db.create(t, "flaky", 1, 100)
+	clk := clocktest.New(t0)
+	g := newGen(t, db.st, segment.Config{Clock: clk, RetryMin: time.Second, RetryMax: 4 * time.Second})
+	mustGet(t, g, "flaky")
+	db.exec(t, "ALTER TABLE leaf_alloc RENAME TO leaf_alloc_away")
+	for want := int64(2); want <= 20; want++ { // the 11th starts a load that fails
+		if id := mustGet(t, g, "flaky"); id != want {
+			t.Fatalf("Get(%q) = %d, want %d", "flaky", id, want)
+		}
+		if want == 11 {
+			waitFor(t, "the failed load", func() bool { st, _ := statsOf(g, "flaky"); return st.LoadFailures == 1 && !st.Loading })
+		}
+	}
+	db.exec(t, "ALTER TABLE leaf_alloc_away RENAME TO leaf_alloc")
+	if st, _ := statsOf(g, "flaky"); st.LoadFailures != 1 || st.Loading || st.NextReady {
+		t.Fatalf("Stats in backoff = failures %d, loading %v, next ready %v; want 1, false, false (no retry before the backoff)",
+			st.LoadFailures, st.Loading, st.NextReady)
+	}
+	clk.Add(time.Second) // the first backoff is RetryMin jittered down to at least half
+	if id := mustGet(t, g, "flaky"); id != 21 {
+		t.Fatalf("Get(%q) = %d, want 21", "flaky", id)
+	}
+	if st := waitNextReady(t, g, "flaky"); st.LoadFailures != 1 {
+		t.Errorf("Stats LoadFailures = %d after the retry, want 1", st.LoadFailures)
+	}
+}
