@@ -189,8 +189,9 @@ func (g *Generator) lookup(tag string) (*buffer, error) {
 }
 
 // next is Get's second half, shared with Tag.Get (t, nil for Get): the fast
-// path, segment.take on the current segment, and slow for everything else. It is
-// not inlined (too large); Tag.Get is, so a handle's Get costs one call.
+// path, segment.take on the current segment, and slow for everything else.
+// It is not inlined (too large); Tag.Get is, so a handle's Get costs one
+// call.
 func (g *Generator) next(ctx context.Context, b *buffer, t *Tag) (int64, error) {
 	var n int64
 	s := b.cur.Load()
