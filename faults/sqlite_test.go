@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,13 +179,13 @@ func holdWriteLockUntilLoading(t testing.TB, raw *sql.DB, p *servertest.Proc, ta
 
 // TestSQLiteTwoServers: two leaf-server processes on one SQLite file, which
 // the store allows (SQLite's file lock serialises them, BEGIN IMMEDIATE,
-// 5 s busy timeout): with their own data directories (--segment-dsn to the
-// shared file), and both started with the same --data-dir (the file and
-// the high-water marks file shared: FileMarks says two processes must not
-// share a path, and nothing stops them). 4 clients per server, step 20,
-// 3 s. IDs must stay unique and inside committed ranges; for the shared
-// data directory the test reports whether the marks file still holds the
-// higher of the two servers' marks.
+// 5 s busy timeout), with their own data directories (--segment-dsn to the
+// shared file). Started with the same --data-dir (the file and the
+// high-water marks file shared), the second is refused: leaf-server locks
+// its data dir, so it must exit 1 before listening, naming the dir and the
+// first server's PID; the first then serves alone and its marks file must
+// never go backwards. 4 clients per server, step 20, 3 s. IDs must stay
+// unique and inside committed ranges.
 func TestSQLiteTwoServers(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"own-data-dirs", "shared-data-dir"} {
@@ -192,11 +195,16 @@ func TestSQLiteTwoServers(t *testing.T) {
 			shared := filepath.Join(t.TempDir(), "data")
 			d := sqliteDB(t, filepath.Join(shared, "leaf.db"), map[string]int64{tag: 20})
 			var servers []*servertest.Proc
+			var refusedNote string
 			for range 2 {
 				args := []string{"--data-dir", shared, "--migrate=false", "--snowflake=false"}
 				if mode == "own-data-dirs" {
 					args = []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--segment-dsn", d.direct,
 						"--migrate=false", "--snowflake=false"}
+				}
+				if mode == "shared-data-dir" && len(servers) == 1 {
+					refusedNote = refusedSecond(t, servers[0], shared, args)
+					break
 				}
 				servers = append(servers, start(t, t.TempDir(), args...))
 			}
@@ -234,25 +242,47 @@ func TestSQLiteTwoServers(t *testing.T) {
 			r.Scenario = "1 many servers, one database"
 			r.Size = "SQLite, 2 servers on one file, " + map[string]string{
 				"own-data-dirs":   "own data directories",
-				"shared-data-dir": "the same --data-dir (marks file shared too)",
+				"shared-data-dir": "the same --data-dir: the second refused, the first alone",
 			}[mode] + ", step 20, 3 s"
 			r.Recovery = "n/a"
 			r.Cmd = "go test -race -count=1 -run '^TestSQLiteTwoServers$/^" + mode + "$' ./faults/"
 			r.Note = fmt.Sprintf("%d committed segments; %d SQLITE_BUSY logged; server marks %v", len(d.ranges(t, tag)), busy, highs)
 			if mode == "shared-data-dir" {
 				file := fileMark(t, filepath.Join(shared, "segment-marks.json"), tag)
-				r.Note += fmt.Sprintf(", marks file %d at the end", file)
-				if file < max(highs[0], highs[1]) {
-					r.Note += " (LOWER than a server's mark: the last writer's marks replaced the other's)"
-				}
-				r.Note += fmt.Sprintf("; the shared marks file went backwards %d times while polled every 2 ms", backward)
-				if backward > 0 {
-					r.Note += fmt.Sprintf(" (e.g. %d after %d: one server's write replaced the other's higher mark)", worst[0], worst[1])
+				r.Note += fmt.Sprintf(", marks file %d at the end; %s", file, refusedNote)
+				if file < highs[0] || backward > 0 {
+					t.Errorf("marks file %d at the end (server's mark %d), went backwards %d times (e.g. %d after %d); want never below the server's",
+						file, highs[0], backward, worst[0], worst[1])
 				}
 			}
 			report.add(t, r)
 		})
 	}
+}
+
+// refusedSecond starts a second leaf-server with args (the --data-dir of
+// first) and checks that it exits 1 before listening, naming dataDir and
+// first's PID. It returns a note for the report.
+func refusedSecond(t *testing.T, first *servertest.Proc, dataDir string, args []string) string {
+	t.Helper()
+	m := regexp.MustCompile(`msg="locked data dir" dir=\S+ pid=(\d+)`).FindStringSubmatch(first.Logs())
+	if m == nil {
+		t.Fatalf("first server logged no \"locked data dir\" line:\n%s", first.Logs())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, serverBin, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "LEAF_LOG_FORMAT=text")
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(t0)
+	want := "data dir in use by another leaf-server: " + dataDir + " is locked by process " + m[1]
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), want) || strings.Contains(string(out), "msg=listening") {
+		t.Fatalf("second leaf-server on the same --data-dir: %v\n%s\nwant exit status 1 before listening, saying %q", err, out, want)
+	}
+	return fmt.Sprintf("second server on the same --data-dir refused (exit 1 after %v, naming the dir and PID %s)", took.Round(time.Millisecond), m[1])
 }
 
 // fileMark reads the mark of tag from a FileMarks file; 0 when absent.

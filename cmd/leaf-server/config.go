@@ -26,7 +26,9 @@ type Config struct {
 	SegmentDSN string
 	// Migrate applies the embedded goose migrations at start. Default true.
 	Migrate bool
-	// DataDir holds the SQLite file and local state. Default ./data.
+	// DataDir holds the SQLite file and local state. Default ./data. One
+	// server per DataDir: run locks <DataDir>/LOCK and refuses to start when
+	// another process holds it.
 	DataDir string
 	// SnowflakeEnabled turns snowflake mode on. Default true (static worker ID 0).
 	SnowflakeEnabled bool
@@ -140,7 +142,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.BoolVar(&cfg.SegmentEnabled, "segment", cfg.SegmentEnabled, "enable segment mode")
 	fs.StringVar(&cfg.SegmentDSN, "segment-dsn", cfg.SegmentDSN, "leaf_alloc store: sqlite:<path>, postgres://…, mysql://user:pass@tcp(host:port)/db (default sqlite:<data-dir>/leaf.db)")
 	fs.BoolVar(&cfg.Migrate, "migrate", cfg.Migrate, "apply the embedded migrations at start")
-	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the SQLite file and local state")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the SQLite file and local state (one server per dir: locked at start)")
 	fs.BoolVar(&cfg.SnowflakeEnabled, "snowflake", cfg.SnowflakeEnabled, "enable snowflake mode")
 	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static, zookeeper or sql (a lease in the --segment-dsn database)")
 	fs.Int64Var(&cfg.EpochMillis, "epoch-ms", cfg.EpochMillis, "snowflake epoch in Unix ms (default Twitter's and Leaf's)")

@@ -67,6 +67,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer ln.Close()
 
+	// Lock the data dir before anything writes to it (the SQLite file, the
+	// high-water files): a second server on the same dir exits here. The
+	// deferred release runs after everything that writes the dir has closed.
+	if cfg.writesDataDir() {
+		release, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		defer release()
+		log.Info("locked data dir", "dir", cfg.DataDir, "pid", os.Getpid())
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
