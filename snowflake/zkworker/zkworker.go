@@ -628,12 +628,23 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		case <-t.C:
 		case <-w.kick:
 		}
-		if w.conn.Load().State() == zk.StateHasSession {
-			lastSession = time.Now()
-		} else if since := time.Since(lastSession); since > 2*w.opts.SessionTimeout {
-			w.reconnect(since)
-			lastSession = time.Now()
+		// Without a session an upload would wait for one: up to 40 s when a
+		// connection sent while ZooKeeper was starting is never answered
+		// (go-zookeeper waits 10 read timeouts for the connect response), and
+		// the reconnect below would wait with it.
+		if w.conn.Load().State() != zk.StateHasSession {
+			w.uploadFailed(zk.ErrNoServer)
+			if since := time.Since(lastSession); since > 2*w.opts.SessionTimeout {
+				w.reconnect(since)
+				lastSession = time.Now()
+			}
+			t.Reset(min(w.opts.HeartbeatInterval, time.Second)) // upload soon after the session is back
+			continue
 		}
+		if time.Since(lastSession) > w.opts.HeartbeatInterval {
+			t.Reset(w.opts.HeartbeatInterval)
+		}
+		lastSession = time.Now()
 		w.upload()
 	}
 }
@@ -665,11 +676,7 @@ func (w *Worker) upload() {
 		err = w.recreate(conn, data)
 	}
 	if err != nil {
-		msg := err.Error()
-		if prev := w.uploadErr.Swap(&msg); prev == nil {
-			w.log.Warn("zkworker: uploading the node timestamp failed; IDs are still issued, the mark is kept in the cache file",
-				"node", w.node, "err", err)
-		}
+		w.uploadFailed(err)
 		return
 	}
 	w.uploaded.Store(ts)
@@ -702,6 +709,15 @@ func (w *Worker) recreate(conn *zk.Conn, data []byte) error {
 		}
 	}
 	return nil
+}
+
+// uploadFailed records err as the upload error, logging the first of a series.
+func (w *Worker) uploadFailed(err error) {
+	msg := err.Error()
+	if prev := w.uploadErr.Swap(&msg); prev == nil {
+		w.log.Warn("zkworker: uploading the node timestamp failed; IDs are still issued, the mark is kept in the cache file",
+			"node", w.node, "err", err)
+	}
 }
 
 // ID returns the claimed worker ID.
