@@ -58,6 +58,17 @@ func (s *segment) take() (n int64, fast bool) {
 	return n, n <= s.due.Load()
 }
 
+// retireAt is the used count retire adds: far above any size (at most
+// 2^63-1 IDs), and far below the 2^63 takes that would wrap it.
+const retireAt = 1 << 62
+
+// retire makes every later take of s fail, fast path and slow path alike,
+// as if s were spent: a segment that leaves cur before it is spent (its tag
+// dropped, the generator closed) must not serve from a Tag handle that
+// cached it. Takes before retire keep their IDs (they were inside s). The
+// caller holds the buffer's lock and has counted s's issued IDs first.
+func (s *segment) retire() { s.used.Add(retireAt) }
+
 // spent reports whether every ID of the segment was taken.
 func (s *segment) spent() bool { return s.used.Load() >= s.size }
 
@@ -162,10 +173,12 @@ func (b *buffer) remove() {
 
 // clear drops the segments of b, cur and next, after a remove or Close. The
 // fast path, which reads cur without the lock and checks no flag, then
-// fails, and the slow path answers. b.mu must be held.
+// fails, and the slow path answers. cur is also retired (see retire), for a
+// Tag handle that still holds it. b.mu must be held.
 func (b *buffer) clear() {
 	if cur := b.cur.Load(); cur != nil {
 		b.retired += cur.issued()
+		cur.retire()
 		b.cur.Store(nil)
 	}
 	b.next = nil

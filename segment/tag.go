@@ -22,9 +22,15 @@ import (
 // (ErrNoSegment wrapping ErrRewound), because the high-water mark outlives
 // the buffer. After Close, Get answers ErrClosed.
 type Tag struct {
+	// seg is the segment the handle takes from: the buffer's cur as the
+	// handle last saw it, so that the fast path is one load, one atomic
+	// add and one compare, inlined into the caller. A segment that is no
+	// longer cur is spent or retired (buffer.clear), so a take from it
+	// fails and Get goes to slow, which reads cur again. Never nil: a
+	// handle starts on spentSegment.
+	seg atomic.Pointer[segment]
 	// b is the tag's buffer; replaced when the buffer was dropped and the
-	// tag is looked up again. First, so that the fast path's first load
-	// is at offset 0.
+	// tag is looked up again.
 	b   atomic.Pointer[buffer]
 	g   *Generator
 	tag string
@@ -32,8 +38,17 @@ type Tag struct {
 	// on every Get, and a neighbour written often would make every core
 	// that reads it miss. (A precaution: BenchmarkTagGet has no such
 	// neighbour and shows no difference.)
-	_ [32]byte
+	_ [24]byte
 }
+
+// spentSegment is where a Tag starts: every take from it fails (its used
+// count starts at retireAt, its size is 0), so the first Get goes to slow.
+var spentSegment = func() *segment {
+	s := &segment{}
+	s.used.Store(retireAt)
+	s.due.Store(-retireAt)
+	return s
+}()
 
 // Tag returns a handle on tag. It resolves tag as Generator.Get does: a
 // cached tag returns at once (its first segment, if not loaded yet, is
@@ -59,13 +74,41 @@ func (g *Generator) Tag(ctx context.Context, tag string) (*Tag, error) {
 	}
 	t := &Tag{g: g, tag: tag}
 	t.b.Store(b)
+	t.seg.Store(spentSegment)
 	return t, nil
 }
 
 // Get returns the next ID of the tag, with Generator.Get's guarantees (> 0,
 // never handed out before by any generator sharing the database), timeouts
 // and errors. The fast path is one atomic add with no lock and no map
-// lookup, and ignores ctx.
+// lookup, inlined into the caller, and ignores ctx.
 func (t *Tag) Get(ctx context.Context) (int64, error) {
-	return t.g.next(ctx, t.b.Load(), t)
+	s := t.seg.Load()
+	if n := s.used.Add(1); n <= s.due.Load() {
+		return s.start + n - 1, nil
+	} else {
+		return t.slow(ctx, s, n)
+	}
+}
+
+// slow is Tag.Get past its fast path: n is the used count of s, the
+// handle's segment, after Get's take. An n within s's size is an ID taken
+// while s was cur (a spent or retired segment fails every take), handed out
+// by Generator.slow with the prefetch it is due; otherwise the buffer's
+// current segment is taken from as Generator.Get would. Either way the
+// handle then caches the buffer's cur for the next Get.
+func (t *Tag) slow(ctx context.Context, s *segment, n int64) (int64, error) {
+	var (
+		id  int64
+		err error
+	)
+	if n <= s.size {
+		id, err = t.g.slow(ctx, t.b.Load(), t, s, n)
+	} else {
+		id, err = t.g.next(ctx, t.b.Load(), t)
+	}
+	if cur := t.b.Load().cur.Load(); cur != nil {
+		t.seg.Store(cur)
+	}
+	return id, err
 }
