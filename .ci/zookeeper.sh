@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start (or stop) a standalone ZooKeeper on 127.0.0.1:2181 for the snowflake/zkworker tests.
 #
-#   bash .ci/zookeeper.sh          install Debian's zookeeper if missing, start it, wait until it answers
+#   bash .ci/zookeeper.sh          install Debian's zookeeper if missing, start it (unless a server answers), wait until it answers
 #   bash .ci/zookeeper.sh stop     stop the server this script started
 #
 # Idempotent: a server already answering on the port is left alone. Data lives under /tmp, so every
@@ -56,11 +56,13 @@ install() {
 }
 
 start() {
+	# Installed even when some other server answers on the port: the fault
+	# tests start private ZooKeepers from the package's jars.
+	install
 	if answers; then
 		echo "zookeeper: already answering on 127.0.0.1:${PORT}"
 		return 0
 	fi
-	install
 	mkdir -p "${BASE}/data"
 	cat >"${CFG}" <<EOF
 tickTime=2000
