@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ const connMaxLifetime = 3 * time.Minute
 // concurrent use.
 type Store struct {
 	db *sql.DB
+	// interpolate records whether placeholders are filled in client-side
+	// (see Open); for tests.
+	interpolate bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -53,6 +57,15 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 	}
 	cfg.ParseTime = true
 	cfg.ClientFoundRows = true
+	// Client-side placeholders, as Leaf's Connector/J does by default
+	// (useServerPrepStmts=false): without them the driver prepares and
+	// closes every statement with arguments, doubling the round trips of
+	// a segment load (BEGIN, UPDATE, SELECT, COMMIT), which a slow database
+	// multiplies. A DSN may still say interpolateParams=false; a collation
+	// the driver deems unsafe for it keeps server-side statements.
+	if !hasParam(dsn, "interpolateParams") && !unsafeCollation(cfg) {
+		cfg.InterpolateParams = true
+	}
 	if _, ok := cfg.Params["time_zone"]; !ok && cfg.Loc == time.UTC {
 		if cfg.Params == nil {
 			cfg.Params = map[string]string{}
@@ -75,7 +88,26 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, interpolate: cfg.InterpolateParams}, nil
+}
+
+// hasParam reports whether the query part of a go-sql-driver DSN sets name.
+func hasParam(dsn, name string) bool {
+	_, query, ok := strings.Cut(dsn, "?")
+	if !ok {
+		return false
+	}
+	v, err := url.ParseQuery(query)
+	return err == nil && v.Has(name)
+}
+
+// unsafeCollation reports whether the driver refuses interpolateParams with
+// cfg's collation (multibyte sets whose bytes can hide a backslash).
+func unsafeCollation(cfg *mysql.Config) bool {
+	c := *cfg
+	c.InterpolateParams = true
+	_, err := mysql.NewConnector(&c)
+	return err != nil
 }
 
 // allocateAttempts bounds the retries when the guarded UPDATE matched no row

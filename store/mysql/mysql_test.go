@@ -89,3 +89,50 @@ func TestAdoptLeafDatabase(t *testing.T) {
 		}
 	}
 }
+
+// TestInterpolateParams: Open fills placeholders in client-side unless the
+// DSN says otherwise or its collation is one the driver refuses for it, and
+// every variant still allocates (a quoted tag included).
+func TestInterpolateParams(t *testing.T) {
+	base := dbtest.MySQL(t)
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	for _, c := range []struct {
+		name, param string
+		want        bool
+	}{
+		{"default", "", true},
+		{"explicit-false", "interpolateParams=false", false},
+		{"explicit-true", "interpolateParams=true", true},
+		{"unsafe-collation", "collation=gbk_chinese_ci", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := base
+			if c.param != "" {
+				dsn += sep + c.param
+			}
+			s := open(t, dsn)
+			if got := s.Interpolates(); got != c.want {
+				t.Errorf("Interpolates() = %v, want %v", got, c.want)
+			}
+			ctx := context.Background()
+			tag := `it's "quoted" \ ` + c.name
+			if err := s.Create(ctx, store.Row{BizTag: tag, MaxID: 1, Step: 10}); err != nil {
+				t.Fatal(err)
+			}
+			a, err := s.Allocate(ctx, tag, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := s.Allocate(ctx, tag, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.MaxID != 11 || b.MaxID != 21 {
+				t.Errorf("max_id after two allocations = %d, %d, want 11, 21", a.MaxID, b.MaxID)
+			}
+		})
+	}
+}
