@@ -14,9 +14,12 @@ import (
 	"github.com/leaf-go/leaf/store/sqlite"
 )
 
-// fast are options that keep the tests short: the generator stops 700 ms
-// after the last successful renewal, the database frees the ID after 1 s.
-var fast = sqllease.Options{TTL: time.Second, Renew: 200 * time.Millisecond, Margin: 300 * time.Millisecond}
+// fast are options that keep the tests short: the generator stops 2.5 s
+// after the last successful renewal, the database frees the ID after 3 s.
+// Renewals every 200 ms leave room for a race-instrumented run on a loaded
+// 2-CPU machine, where one renewal on SQLite can take most of a second (a
+// TTL of 1 s made the tests fail there with "lease may have expired").
+var fast = sqllease.Options{TTL: 3 * time.Second, Renew: 200 * time.Millisecond, Margin: 500 * time.Millisecond}
 
 func openSQLite(t *testing.T) *sqlite.Store {
 	t.Helper()
@@ -74,19 +77,20 @@ func TestRenewsUntilClose(t *testing.T) {
 	before := time.Now()
 	l := start(t, st, with(fast, "a"))
 	after := time.Now()
-	if exp := l.Expiry(); exp.Before(before.Add(700*time.Millisecond)) || exp.After(after.Add(700*time.Millisecond)) {
-		t.Errorf("Expiry() after Start = %v, want the claim's send time + TTL - margin (700 ms from %v)", exp, before)
+	valid := fast.TTL - fast.Margin
+	if exp := l.Expiry(); exp.Before(before.Add(valid)) || exp.After(after.Add(valid)) {
+		t.Errorf("Expiry() after Start = %v, want the claim's send time + TTL - margin (%v from %v)", exp, valid, before)
 	}
 	g := generator(t, l, snowflake.Layout{})
-	time.Sleep(1500 * time.Millisecond) // past TTL: only renewals keep it alive
+	time.Sleep(fast.TTL + 500*time.Millisecond) // past TTL: only renewals keep it alive
 	if _, err := g.Next(context.Background()); err != nil {
-		t.Fatalf("Next() after 1.5 s of renewals = %v, want an ID", err)
+		t.Fatalf("Next() after %v of renewals = %v, want an ID", fast.TTL+500*time.Millisecond, err)
 	}
 	s := l.State()
 	if s.Renewals < 4 || s.RenewFailures != 0 || s.Lost || s.Closed || s.WorkerID != 0 || s.Generation != 1 || s.Owner != "a" {
 		t.Errorf("State() = %+v, want several renewals, no failures, worker 0 generation 1 owner a", s)
 	}
-	if !s.Expires.Equal(s.LastRenewal.Add(700 * time.Millisecond)) {
+	if !s.Expires.Equal(s.LastRenewal.Add(valid)) {
 		t.Errorf("State(): Expires %v, want LastRenewal %v + TTL - margin", s.Expires, s.LastRenewal)
 	}
 	if err := l.Close(context.Background()); err != nil {
