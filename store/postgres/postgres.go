@@ -80,11 +80,11 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 			RETURNING max_id, step`
 		args = append(args, step)
 	}
-	conflicts := 0
+	conflicts, giveUp := 0, time.Now().Add(maxConflictWait)
 	for attempt := 0; attempt < allocateAttempts; attempt++ {
 		var a store.Allocation
 		err := s.pool.QueryRow(ctx, query, args...).Scan(&a.MaxID, &a.DBStep)
-		if retryable(err) && conflicts < maxConflictRetries {
+		if retryable(err) && time.Now().Before(giveUp) {
 			// The statement rolled back whole: nothing was reserved, so
 			// running it again cannot hand out a range twice.
 			conflicts++
@@ -116,11 +116,13 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 	return store.Allocation{}, fmt.Errorf("allocate %q: row changed during %d attempts", tag, allocateAttempts)
 }
 
-// maxConflictRetries bounds how often Allocate re-runs its UPDATE after a
-// serialization failure or deadlock (SQLSTATE 40001, 40P01), which databases
-// running at SERIALIZABLE or REPEATABLE READ report when servers allocate the
-// same row at once.
-const maxConflictRetries = 20
+// maxConflictWait bounds how long Allocate keeps re-running its UPDATE after
+// a serialization failure or deadlock (SQLSTATE 40001, 40P01), which
+// databases running at SERIALIZABLE or REPEATABLE READ report when servers
+// allocate the same row at once; ctx bounds it too (a segment load's
+// LoadTimeout). A time rather than a count: with many allocators on one row
+// and a loaded database, 20 retries were not always enough for a turn.
+const maxConflictWait = 10 * time.Second
 
 // retryable reports whether err is a serialization failure or a deadlock.
 func retryable(err error) bool {
