@@ -135,6 +135,47 @@ func TestSegmentGetUnknownTagIsLeafError(t *testing.T) {
 	}
 }
 
+// TestMissLookupLimitSpentIsRetryable: a tag not in the cache that finds the
+// miss-lookup limit spent was not looked up: Leaf's route answers -3, the
+// JSON API 503 with Retry-After, never "not found".
+func TestMissLookupLimitSpentIsRetryable(t *testing.T) {
+	ctx := context.Background()
+	st, err := dsn.Open(ctx, dbtest.SQLite(t), true)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	// One token, refilled after ~17 minutes: spent for the whole test.
+	gen, err := segment.New(ctx, st, segment.Config{MissLookupRate: 0.001, MissLookupBurst: 1})
+	if err != nil {
+		t.Fatalf("segment.New: %v", err)
+	}
+	t.Cleanup(func() { gen.Close() })
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Segment: gen, Store: st}))
+	t.Cleanup(srv.Close)
+
+	if got := do(t, "GET", srv.URL+"/api/segment/get/typo"); got.status != 500 || !strings.Contains(got.body, "id=-2") {
+		t.Fatalf("GET typo = %d %s, want 500 id=-2 (looked up, no row)", got.status, got.body)
+	}
+	if err := st.Create(ctx, store.Row{BizTag: "new", MaxID: 1, Step: 10}); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if got := do(t, "GET", srv.URL+"/api/segment/get/new"); got.status != 500 || !strings.Contains(got.body, "id=-3") {
+		t.Errorf("GET /api/segment/get/new = %d %s, want 500 id=-3", got.status, got.body)
+	}
+	resp, err := http.Get(srv.URL + "/api/v1/segment/new")
+	if err != nil {
+		t.Fatalf("GET /api/v1/segment/new: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" ||
+		!strings.Contains(string(body), `"leafCode":-3`) || !strings.Contains(string(body), "rate limit") {
+		t.Errorf("GET /api/v1/segment/new = %d Retry-After %q %s, want 503 with Retry-After, leafCode -3 and the reason",
+			resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+}
+
 // TestEscapedKeysDecodedOnce: a key is percent-decoded exactly once, so the
 // tag "%41" never draws from the tag "A" (a double decode did that).
 func TestEscapedKeysDecodedOnce(t *testing.T) {

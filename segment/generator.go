@@ -16,6 +16,19 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
+// A tag that a load found without a row answers ErrTagNotFound from memory
+// for missTTL, so that a client looping on a misspelt tag costs one lookup
+// per missTTL instead of spending the miss-lookup limit that new tags need.
+// A row inserted meanwhile is found after missTTL, or at the next refresh
+// if sooner. maxMisses bounds the memory: the limiter lets through at most
+// MissLookupBurst + MissLookupRate*missTTL lookups per missTTL (40 with the
+// defaults), so it is reached only with a much higher rate, and then the
+// tags past it are simply not remembered.
+const (
+	missTTL   = 2 * time.Second
+	maxMisses = 1024
+)
+
 // Generator hands out segment-mode IDs for every tag of a leaf_alloc table,
 // as Leaf's SegmentIDGenImpl. All methods are safe for concurrent use. It owns
 // a tag-refresh goroutine and the background loads; Close stops them.
@@ -39,7 +52,11 @@ type Generator struct {
 	// Lock order: a buffer's mu before cacheMu; nothing takes a buffer's
 	// mu while holding cacheMu.
 	cache   atomic.Pointer[map[string]*buffer]
-	cacheMu sync.Mutex
+	cacheMu sync.Mutex // guards writes of cache, and misses
+	// misses holds the tags a load found without a row, with the time of
+	// the load: for missTTL probe answers ErrTagNotFound for them without
+	// another lookup. At most maxMisses entries.
+	misses map[string]time.Time
 	// refreshMu serialises Refresh calls so an older tag list never
 	// overwrites a newer one.
 	refreshMu sync.Mutex
@@ -74,7 +91,8 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Generator{st: st, cfg: cfg, clock: cfg.Clock, log: cfg.Logger, marks: cfg.Marks, rows: cfg.Rows}
+	g := &Generator{st: st, cfg: cfg, clock: cfg.Clock, log: cfg.Logger, marks: cfg.Marks, rows: cfg.Rows,
+		misses: map[string]time.Time{}}
 	if g.rows == nil {
 		g.rows, _ = st.(RowReader)
 	}
@@ -153,10 +171,12 @@ func (g *Generator) spawn(f func()) bool {
 // Config.WaitTimeout (Config.LoadTimeout for the first segment of a tag) and
 // until ctx is done.
 //
-// Errors (see Code): ErrTagNotFound for a tag without a row (also when the
-// miss-lookup limit is exhausted); ErrNoSegment when no segment is ready in
-// time, the load failed or the tag is in backoff after a failure (wrapping
-// the store error, or ctx's cause when ctx ended the wait);
+// Errors (see Code): ErrTagNotFound for a tag without a row (remembered for
+// two seconds after a lookup found none, and for any tag not in the cache
+// when miss lookups are disabled); ErrNoSegment when no segment is ready in
+// time, the load failed, the tag is in backoff after a failure (wrapping
+// the store error, or ctx's cause when ctx ended the wait), or the tag is
+// not in the cache and the miss-lookup rate limit is spent (retry later);
 // ErrNotInitialized when the tag is unknown, the tag list was never read and
 // the database does not answer; ErrClosed after Close.
 //
@@ -430,7 +450,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	now := g.clock.Now()
 
 	b.mu.Lock()
-	drop := false
+	drop, missing := false, false
 	switch {
 	case err == nil && b.removed:
 		// A refresh dropped the tag during the load: install nothing, so
@@ -465,7 +485,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		b.totalFailures++
 		b.lastErr = err
 		b.remove()
-		drop = true
+		drop, missing = true, true
 		b.setPending(false)
 		call.err = fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
 	case errors.Is(err, ErrRewound):
@@ -526,7 +546,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	if drop {
 		// Before waking the waiters, so that none of them can still
 		// find the tag cached after its error.
-		g.drop(b)
+		g.drop(b, missing)
 	}
 	b.load = nil
 	close(call.done)
@@ -617,9 +637,13 @@ func (g *Generator) backoff(n int64, ceiling time.Duration) time.Duration {
 
 // probe handles a tag not in the cache. A concurrent miss of the same tag
 // may have added a probe buffer already: join it, so concurrent misses share
-// one allocation and one limiter token. Otherwise, if the limiter allows, add
-// a probe buffer, whose first load (started by the caller's slow path like
-// any first use) confirms the row or drops the buffer.
+// one allocation and one limiter token. A tag a load found without a row
+// less than missTTL ago is ErrTagNotFound at once, without a token.
+// Otherwise, if the limiter allows, add a probe buffer, whose first load
+// (started by the caller's slow path like any first use) confirms the row or
+// drops the buffer. A refused lookup is ErrNoSegment (retryable), not
+// ErrTagNotFound: nobody looked. With miss lookups disabled the cache is the
+// tag list, as in Leaf, and a tag not in it is ErrTagNotFound.
 func (g *Generator) probe(tag string) (*buffer, error) {
 	g.cacheMu.Lock()
 	defer g.cacheMu.Unlock()
@@ -627,11 +651,22 @@ func (g *Generator) probe(tag string) (*buffer, error) {
 	if b := old[tag]; b != nil {
 		return b, nil
 	}
-	if g.limiter == nil || !g.limiter.AllowN(g.clock.Now(), 1) {
-		if !g.ready.Load() {
-			return nil, fmt.Errorf("%w: tag list not read yet, %q unknown", ErrNotInitialized, tag)
+	now := g.clock.Now()
+	if at, ok := g.misses[tag]; ok {
+		if now.Sub(at) < missTTL {
+			return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
 		}
-		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
+		delete(g.misses, tag)
+	}
+	if g.limiter == nil || !g.limiter.AllowN(now, 1) {
+		switch {
+		case !g.ready.Load():
+			return nil, fmt.Errorf("%w: tag list not read yet, %q unknown", ErrNotInitialized, tag)
+		case g.limiter == nil:
+			return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
+		}
+		return nil, fmt.Errorf("%w: %q: not in the cache and the miss-lookup rate limit is spent; retry later",
+			ErrNoSegment, tag)
 	}
 	b := g.newBuffer(tag)
 	b.probe = true
@@ -651,17 +686,40 @@ func (g *Generator) newBuffer(tag string) *buffer {
 	return &buffer{tag: tag, seq: g.bufSeq.Add(1), highMax: high}
 }
 
-// drop removes b from the cache if it is still the buffer of its tag.
-func (g *Generator) drop(b *buffer) {
+// drop removes b from the cache if it is still the buffer of its tag. With
+// missing (a load found no row) the tag is remembered in misses, unless
+// another buffer of it is cached by now.
+func (g *Generator) drop(b *buffer, missing bool) {
 	g.cacheMu.Lock()
 	defer g.cacheMu.Unlock()
 	old := *g.cache.Load()
+	if missing && (old[b.tag] == nil || old[b.tag] == b) {
+		g.rememberMiss(b.tag)
+	}
 	if old[b.tag] != b {
 		return
 	}
 	m := maps.Clone(old)
 	delete(m, b.tag)
 	g.cache.Store(&m)
+}
+
+// rememberMiss records that a load found no row for tag. Expired entries are
+// swept when the map is full; a tag that finds it still full is not
+// remembered. g.cacheMu must be held.
+func (g *Generator) rememberMiss(tag string) {
+	now := g.clock.Now()
+	if len(g.misses) >= maxMisses {
+		for t, at := range g.misses {
+			if now.Sub(at) >= missTTL {
+				delete(g.misses, t)
+			}
+		}
+		if len(g.misses) >= maxMisses {
+			return
+		}
+	}
+	g.misses[tag] = now
 }
 
 // Refresh re-reads the tag list now (the refresh loop does it every
@@ -704,6 +762,12 @@ func (g *Generator) Refresh(ctx context.Context) error {
 			m[t] = b
 		} else {
 			m[t] = g.newBuffer(t)
+		}
+	}
+	now := g.clock.Now()
+	for t, at := range g.misses {
+		if _, listed := m[t]; listed || now.Sub(at) >= missTTL {
+			delete(g.misses, t)
 		}
 	}
 	var gone []*buffer

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -439,32 +440,127 @@ func TestRefreshFailureKeepsCache(t *testing.T) {
 }
 
 // TestMissLookupRateLimited: probing random tags reaches the database only
-// as often as the limiter allows.
+// as often as the limiter allows; the tags looked up are -2, the others -3
+// (not looked up, retry later).
 func TestMissLookupRateLimited(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
 	cs := &countingStore{Store: db.st}
 	clk := clocktest.New(t0)
 	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 10, MissLookupBurst: 20})
-	probe := func(round int) {
+	probe := func(round, lookups int) {
 		for i := range 1000 {
 			tag := fmt.Sprintf("probe-%d-%d", round, i)
-			if _, err := g.Get(context.Background(), tag); segment.Code(err) != -2 {
-				t.Fatalf("Get(%q) = %v, want -2", tag, err)
+			_, err := g.Get(context.Background(), tag)
+			switch {
+			case i < lookups && !errors.Is(err, segment.ErrTagNotFound):
+				t.Fatalf("Get(%q) = %v, want ErrTagNotFound (-2) within the limit", tag, err)
+			case i >= lookups && (!errors.Is(err, segment.ErrNoSegment) || segment.Code(err) != -3):
+				t.Fatalf("Get(%q) = %v, want ErrNoSegment (-3) past the limit", tag, err)
 			}
 		}
 	}
-	probe(0)
+	probe(0, 20)
 	if got := cs.allocs.Load(); got != 20 {
 		t.Fatalf("Allocate calls for 1000 unknown tags = %d, want 20 (the burst)", got)
 	}
 	clk.Add(time.Second)
-	probe(1)
+	probe(1, 10)
 	if got := cs.allocs.Load(); got != 30 {
 		t.Fatalf("Allocate calls one second later = %d, want 30 (burst + 10/s)", got)
 	}
 	if got := len(g.Stats()); got != 0 {
 		t.Fatalf("len(Stats()) = %d after probing, want 0", got)
+	}
+}
+
+// TestMissLookupLimitSpent: once unknown tags have spent the miss-lookup
+// limit, a row really inserted meanwhile answers ErrNoSegment (-3, retry
+// later), not ErrTagNotFound, without reaching the database, and is served
+// once the limiter has a token again.
+func TestMissLookupLimitSpent(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	cs := &countingStore{Store: db.st}
+	clk := clocktest.New(t0)
+	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 1, MissLookupBurst: 2})
+	ctx := context.Background()
+	for i := range 2 {
+		tag := fmt.Sprintf("typo-%d", i)
+		if _, err := g.Get(ctx, tag); !errors.Is(err, segment.ErrTagNotFound) {
+			t.Fatalf("Get(%q) = %v, want ErrTagNotFound", tag, err)
+		}
+	}
+	db.create(t, "new", 70, 100)
+	_, err := g.Get(ctx, "new")
+	if !errors.Is(err, segment.ErrNoSegment) || segment.Code(err) != -3 {
+		t.Fatalf("Get(%q) with the limit spent = %v, want ErrNoSegment (-3)", "new", err)
+	}
+	if !strings.Contains(err.Error(), "rate limit") {
+		t.Errorf("Get(%q) error %q does not say the rate limit is spent", "new", err)
+	}
+	if _, err := g.Tag(ctx, "new"); !errors.Is(err, segment.ErrNoSegment) {
+		t.Fatalf("Tag(%q) with the limit spent = %v, want ErrNoSegment", "new", err)
+	}
+	if got := cs.allocs.Load(); got != 2 {
+		t.Fatalf("Allocate calls = %d, want 2: a refused lookup reaches no database", got)
+	}
+	clk.Add(time.Second) // one token
+	if id := mustGet(t, g, "new"); id != 70 {
+		t.Fatalf("Get(%q) after the limiter refilled = %d, want 70", "new", id)
+	}
+}
+
+// TestMissRemembered: a client looping on one missing tag costs one lookup
+// per two seconds, so another new tag is still found at once; the missing
+// tag is looked up again after two seconds, or at once after a refresh
+// that lists it.
+func TestMissRemembered(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	cs := &countingStore{Store: db.st}
+	clk := clocktest.New(t0)
+	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 1, MissLookupBurst: 2})
+	ctx := context.Background()
+	loop := func() {
+		t.Helper()
+		for range 1000 {
+			if _, err := g.Get(ctx, "typo"); !errors.Is(err, segment.ErrTagNotFound) {
+				t.Fatalf("Get(%q) = %v, want ErrTagNotFound", "typo", err)
+			}
+		}
+	}
+	loop()
+	if got := cs.allocs.Load(); got != 1 {
+		t.Fatalf("Allocate calls for 1000 Gets of one missing tag = %d, want 1", got)
+	}
+	db.create(t, "new", 70, 100)
+	if id := mustGet(t, g, "new"); id != 70 {
+		t.Fatalf("Get(%q) after the loop = %d, want 70", "new", id)
+	}
+
+	// Remembered for two seconds, then looked up again (limiter: 1/s).
+	db.create(t, "typo", 500, 100)
+	clk.Add(1900 * time.Millisecond)
+	loop()
+	clk.Add(100 * time.Millisecond)
+	if id := mustGet(t, g, "typo"); id != 500 {
+		t.Fatalf("Get(%q) two seconds after the miss = %d, want 500", "typo", id)
+	}
+
+	// A refresh that lists the tag forgets the miss at once.
+	if _, err := g.Get(ctx, "later"); !errors.Is(err, segment.ErrTagNotFound) {
+		t.Fatalf("Get(%q) = %v, want ErrTagNotFound", "later", err)
+	}
+	db.create(t, "later", 900, 100)
+	if _, err := g.Get(ctx, "later"); !errors.Is(err, segment.ErrTagNotFound) {
+		t.Fatalf("Get(%q) right after the miss = %v, want ErrTagNotFound (remembered)", "later", err)
+	}
+	if err := g.Refresh(ctx); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	if id := mustGet(t, g, "later"); id != 900 {
+		t.Fatalf("Get(%q) after a refresh = %d, want 900", "later", id)
 	}
 }
 

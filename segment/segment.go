@@ -19,8 +19,8 @@
 // answers -3 there too).
 //
 // Deliberately unlike Leaf: a tag missing from the cache is looked up in the
-// database at once (rate-limited) instead of waiting up to a minute for the
-// refresh; a failed load backs off exponentially instead of being retried on
+// database at once (rate-limited: past the limit it is -3, retry later)
+// instead of waiting up to a minute for the refresh; a failed load backs off exponentially instead of being retried on
 // every request; a step below the step column (raised by an operator) is
 // lifted to it; a segment with IDs below 1 is cut at 1 (refused if empty);
 // and a segment starting below the tag's high-water mark is refused
@@ -82,13 +82,16 @@ var (
 	// EXCEPTION_ID_IDCACHE_INIT_FALSE).
 	ErrNotInitialized = errors.New("segment: not initialised")
 	// ErrTagNotFound is returned by Get when leaf_alloc has no row for the
-	// tag, when the tag was removed by a refresh, or when the miss-lookup
-	// rate limit is exhausted (Leaf code -2, EXCEPTION_ID_KEY_NOT_EXISTS).
+	// tag (a lookup that found none is remembered for two seconds), when the
+	// tag was removed by a refresh, or for a tag not in the cache when miss
+	// lookups are disabled (Leaf code -2, EXCEPTION_ID_KEY_NOT_EXISTS).
+	// A spent miss-lookup rate limit is ErrNoSegment: nobody looked.
 	ErrTagNotFound = errors.New("segment: biz tag not found")
 	// ErrNoSegment is returned by Get when the current segment is spent and
 	// no next segment arrived within Config.WaitTimeout (or the caller's
 	// context ended first), when a load failed (the store error is wrapped),
-	// or while a failed tag is in backoff (Leaf code -3,
+	// while a failed tag is in backoff, or for a tag not in the cache when
+	// the miss-lookup rate limit is spent (Leaf code -3,
 	// EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL).
 	ErrNoSegment = errors.New("segment: no segment ready")
 	// ErrRewound is returned (wrapped in ErrNoSegment) when the store hands
@@ -217,8 +220,12 @@ type Config struct {
 	LoadTimeout time.Duration
 	// MissLookupRate is the number of database lookups per second allowed
 	// for tags not in the cache, so that probing random tags cannot flood
-	// the database. Default 10; a negative value disables miss lookups
-	// (unknown tags then wait for the periodic refresh).
+	// the database. Past the limit such a tag answers ErrNoSegment (retry
+	// later); a tag a lookup found without a row answers ErrTagNotFound for
+	// two seconds without another lookup, so a client looping on one
+	// misspelt tag does not spend the limit. Default 10; a negative value
+	// disables miss lookups (unknown tags then answer ErrTagNotFound until
+	// the periodic refresh lists them, as in Leaf).
 	MissLookupRate float64
 	// MissLookupBurst is the burst of the miss-lookup limiter. Default 20.
 	MissLookupBurst int

@@ -58,8 +58,8 @@ var spentSegment = func() *segment {
 // ID.
 //
 // Errors are Generator.Get's for the same tag: ErrTagNotFound for a tag
-// without a row (also when the miss-lookup limit is exhausted),
-// ErrNoSegment when the miss lookup's load failed or timed out,
+// without a row, ErrNoSegment when the miss lookup's load failed or timed
+// out or the miss-lookup rate limit is spent (retry later),
 // ErrNotInitialized when the tag list was never read and the database does
 // not answer, ErrClosed after Close.
 func (g *Generator) Tag(ctx context.Context, tag string) (*Tag, error) {

@@ -118,7 +118,7 @@ func TestTagResolve(t *testing.T) {
 	}
 
 	// The token left goes to the first lookup of an unknown tag; the
-	// second finds the limit and does not reach the database.
+	// second is answered from the remembered miss, without the database.
 	for range 2 {
 		_, err := g.Tag(ctx, "no-such-tag")
 		if !errors.Is(err, segment.ErrTagNotFound) || segment.Code(err) != -2 {
@@ -140,7 +140,8 @@ func TestTagDropped(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
 	db.create(t, "gone", 1, 1000)
-	g := newGen(t, db.st, segment.Config{})
+	clk := clocktest.New(t0)
+	g := newGen(t, db.st, segment.Config{Clock: clk})
 	ctx := context.Background()
 	h := mustTag(t, g, "gone")
 	if id, err := h.Get(ctx); err != nil || id != 1 {
@@ -164,8 +165,13 @@ func TestTagDropped(t *testing.T) {
 		t.Fatalf("Get(%q) after delete and refresh = %v, want -2", "gone", err)
 	}
 
-	// Re-created above what was handed out: the same handle serves again.
+	// Re-created above what was handed out: the same handle serves again
+	// once the miss is no longer remembered (two seconds).
 	db.create(t, "gone", 5001, 1000)
+	if _, err := h.Get(ctx); !errors.Is(err, segment.ErrTagNotFound) {
+		t.Fatalf("Tag(%q).Get right after re-create = %v, want ErrTagNotFound (miss remembered)", "gone", err)
+	}
+	clk.Add(2 * time.Second)
 	if id, err := h.Get(ctx); err != nil || id != 5001 {
 		t.Fatalf("Tag(%q).Get after re-create = %d, %v, want 5001", "gone", id, err)
 	}
