@@ -134,3 +134,20 @@ func TestAdminTagLifecycle(t *testing.T) {
 		t.Errorf("second DELETE = %d, want 404", got.status)
 	}
 }
+
+// TestAdminCreateAfterMiss: a tag requested (and found missing) just before
+// it is created through the admin API is served at once after the create,
+// not answered -2 while the generator still remembers the miss.
+func TestAdminCreateAfterMiss(t *testing.T) {
+	const tok = "s3cr3t"
+	srv := adminServer(t, tok)
+	if got := call(t, "GET", srv.URL+"/api/segment/get/late", "", ""); got.status != 500 || !strings.Contains(got.body, "-2") {
+		t.Fatalf("GET before the create = %d %s, want Leaf's -2", got.status, got.body)
+	}
+	if got := call(t, "POST", srv.URL+"/api/v1/admin/tags", tok, `{"bizTag":"late","step":10}`); got.status != 201 {
+		t.Fatalf("create = %d %s, want 201", got.status, got.body)
+	}
+	if got := call(t, "GET", srv.URL+"/api/segment/get/late", "", ""); got.status != 200 || got.body != "1" {
+		t.Errorf("GET right after the create = %d %s, want 200 and ID 1", got.status, got.body)
+	}
+}
