@@ -124,6 +124,28 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 		return nil, err
 	}
 	m.gen = gen
+	floor := gen.Stats().Floor
+	if cfg.writesDataDir() {
+		if err := checkLayout(cfg.DataDir, layout, floor, time.Now()); err != nil {
+			_ = m.close()
+			return nil, err
+		}
+	}
+	// After a restart the persisted mark may lie ahead of the clock (it is
+	// written ahead of the IDs issued): until the clock passes it every
+	// snowflake request is refused, so the server is not ready.
+	sourceReady := m.ready
+	m.ready = func() error {
+		if sourceReady != nil {
+			if err := sourceReady(); err != nil {
+				return err
+			}
+		}
+		if behind := time.Until(floor); behind > 0 {
+			return fmt.Errorf("clock behind the persisted high-water mark by %v: no snowflake IDs until it passes", behind.Round(time.Millisecond))
+		}
+		return nil
+	}
 	l := gen.Layout()
 	log.Info("snowflake mode on", "source", cfg.WorkerIDSource, "worker_id", gen.WorkerID(),
 		"epoch_ms", l.EpochMillis(), "layout_end", l.End().Format("2006-01-02"))
