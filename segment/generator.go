@@ -438,6 +438,12 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	}
 	if err == nil {
 		alloc, err = g.st.Allocate(ctx, b.tag, step)
+		if errors.Is(err, store.ErrOverflow) && step > 0 {
+			// The grown dynamic step no longer fits below int64's end;
+			// the row's own step may (the store refused without a change).
+			step = 0
+			alloc, err = g.st.Allocate(ctx, b.tag, step)
+		}
 	}
 	if err == nil {
 		seg, err = checkAlloc(b.tag, alloc, step, high)

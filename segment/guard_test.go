@@ -167,3 +167,36 @@ func TestOverflowRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestOverflowFallsBackToDBStep: near the int64 end the dynamic step (doubled
+// by quick loads) may no longer fit while the row's own step still does:
+// the load falls back to the row's step and serves it, and only when that
+// does not fit either is the tag refused. Without the fallback the tag was
+// refused one segment early, for good.
+func TestOverflowFallsBackToDBStep(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	db.create(t, "edge", 1, 100)
+	// Segments [-350, -250) and [-250, -150) below MaxInt64 at step 100; the
+	// third load asks for the doubled step 200, which would pass the end.
+	db.exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'edge'", int64(math.MaxInt64-350))
+	g := newGen(t, db.st, segment.Config{})
+	ctx := context.Background()
+	seen := map[int64]bool{}
+	for i := range 300 {
+		id, err := g.Get(ctx, "edge")
+		if err != nil {
+			t.Fatalf("Get #%d = %v, want an ID (the row's step 100 still fits)", i+1, err)
+		}
+		if seen[id] || id < math.MaxInt64-350 || id >= math.MaxInt64-50 {
+			t.Fatalf("Get #%d = %d: repeated or outside [MaxInt64-350, MaxInt64-50)", i+1, id)
+		}
+		seen[id] = true
+	}
+	if id, err := g.Get(ctx, "edge"); !errors.Is(err, store.ErrOverflow) {
+		t.Errorf("Get past the last segment that fits = %d, %v, want store.ErrOverflow", id, err)
+	}
+	if got := db.maxID(t, "edge"); got != math.MaxInt64-50 {
+		t.Errorf("max_id = %d, want MaxInt64-50 (three segments, the refusals changed nothing)", got)
+	}
+}
