@@ -157,8 +157,18 @@ func (s *Store) allocate(ctx context.Context, tag string, step int64, query stri
 	if err != nil {
 		return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w", tag, err)
 	}
-	var maxID, rowStep int64
-	err = tx.QueryRowContext(ctx, `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&maxID, &rowStep)
+	var (
+		rowTag         string
+		maxID, rowStep int64
+	)
+	err = tx.QueryRowContext(ctx, `SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&rowTag, &maxID, &rowStep)
+	if err == nil && rowTag != tag {
+		// A case-insensitive, PAD SPACE collation (MySQL's default) matched
+		// another spelling of the tag. Leaf keys tags by their exact name, as
+		// PostgreSQL and SQLite compare them; returning here rolls the
+		// UPDATE back, so nothing is reserved.
+		return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w (the table holds %q, which only the collation matches)", tag, store.ErrTagNotFound, rowTag)
+	}
 	if n == 0 {
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w", tag, err)
@@ -283,9 +293,12 @@ func scanRow(sc sqlstore.Scanner) (store.Row, error) {
 // MaxID reads the max_id of tag without changing it (segment's restore
 // check before an allocation). Errors: store.ErrTagNotFound.
 func (s *Store) MaxID(ctx context.Context, tag string) (int64, error) {
-	var v int64
-	err := s.db.QueryRowContext(ctx, `SELECT max_id FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
+	var (
+		v      int64
+		rowTag string
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT biz_tag, max_id FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&rowTag, &v)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && rowTag != tag) { // exact names only, as Allocate
 		return 0, fmt.Errorf("max_id %q: %w", tag, store.ErrTagNotFound)
 	}
 	if err != nil {

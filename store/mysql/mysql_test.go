@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +135,29 @@ func TestInterpolateParams(t *testing.T) {
 				t.Errorf("max_id after two allocations = %d, %d, want 11, 21", a.MaxID, b.MaxID)
 			}
 		})
+	}
+}
+
+// TestExactTagNames: MySQL's default collation is case-insensitive and
+// ignores trailing spaces, but Leaf (and the PostgreSQL and SQLite stores)
+// key tags by their exact name: another spelling is not found, and its
+// attempted allocation reserves nothing.
+func TestExactTagNames(t *testing.T) {
+	s := open(t, dbtest.MySQL(t))
+	ctx := context.Background()
+	if err := s.Create(ctx, store.Row{BizTag: "Exact", MaxID: 1, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{"exact", "EXACT", "Exact "} {
+		if a, err := s.Allocate(ctx, other, 0); !errors.Is(err, store.ErrTagNotFound) {
+			t.Errorf("Allocate(%q) = %+v, %v; want %v", other, a, err, store.ErrTagNotFound)
+		}
+		if v, err := s.MaxID(ctx, other); !errors.Is(err, store.ErrTagNotFound) {
+			t.Errorf("MaxID(%q) = %d, %v; want %v", other, v, err, store.ErrTagNotFound)
+		}
+	}
+	a, err := s.Allocate(ctx, "Exact", 0)
+	if err != nil || a.MaxID != 11 {
+		t.Errorf("Allocate(%q) = %+v, %v; want max_id 11 (the other spellings reserved nothing)", "Exact", a, err)
 	}
 }
