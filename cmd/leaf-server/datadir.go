@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/leaf-go/leaf/internal/atomicfile"
 )
 
 // lockFileName is the file in the data dir whose lock marks the dir as taken.
@@ -15,9 +17,6 @@ const lockFileName = "LOCK"
 // errDataDirInUse is returned by lockDataDir when another process holds the
 // data dir's lock.
 var errDataDirInUse = errors.New("data dir in use by another leaf-server")
-
-// errLocked is returned by tryLock when another open file holds the lock.
-var errLocked = errors.New("locked")
 
 // writesDataDir reports whether the server keeps state in DataDir: the
 // SQLite file of the default DSN, segment mode's high-water marks, the
@@ -50,6 +49,8 @@ func lockDataDir(dir string) (release func() error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open data dir lock: %w", err)
 	}
+	// Without flock (atomicfile.CanLock false) the dir is not locked, and
+	// keeping servers apart is the operator's job.
 	if err := tryLock(f); err != nil {
 		holder := "another process"
 		if b, rerr := os.ReadFile(path); rerr == nil {
@@ -58,7 +59,7 @@ func lockDataDir(dir string) (release func() error, err error) {
 			}
 		}
 		f.Close()
-		if errors.Is(err, errLocked) {
+		if errors.Is(err, atomicfile.ErrLocked) {
 			abs, aerr := filepath.Abs(dir)
 			if aerr != nil {
 				abs = dir
@@ -74,4 +75,12 @@ func lockDataDir(dir string) (release func() error, err error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f.Close, nil
+}
+
+// tryLock is atomicfile.TryLock where the system has flock, nil elsewhere.
+func tryLock(f *os.File) error {
+	if !atomicfile.CanLock {
+		return nil
+	}
+	return atomicfile.TryLock(f)
 }

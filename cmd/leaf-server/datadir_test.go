@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaf-go/leaf/internal/atomicfile"
 )
 
 func TestWritesDataDir(t *testing.T) {
@@ -43,7 +45,7 @@ func TestWritesDataDir(t *testing.T) {
 // TestLockDataDir: a second lock on a held dir fails naming the dir and the
 // holder's PID; after release the dir can be locked again.
 func TestLockDataDir(t *testing.T) {
-	if !canLock {
+	if !atomicfile.CanLock {
 		t.Skip("the data dir is not locked on this system")
 	}
 	dir := filepath.Join(t.TempDir(), "data")
@@ -79,7 +81,7 @@ func TestLockDataDir(t *testing.T) {
 // serving. After kill -9 of the first, whose lock the kernel drops, a new
 // server starts on the dir and continues above the first one's IDs.
 func TestSecondServerRefused(t *testing.T) {
-	if !canLock {
+	if !atomicfile.CanLock {
 		t.Skip("the data dir is not locked on this system")
 	}
 	t.Parallel()

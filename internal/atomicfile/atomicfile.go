@@ -158,7 +158,7 @@ func removeUnlocked(name string) (bool, error) {
 	}
 	defer f.Close()
 	if err := lock(f, false); err != nil {
-		if errors.Is(err, errLocked) {
+		if errors.Is(err, ErrLocked) {
 			return false, nil // a Write is using it
 		}
 		return false, err
@@ -181,3 +181,9 @@ func sameFile(f *os.File, name string) bool {
 	b, err := os.Lstat(name)
 	return err == nil && os.SameFile(a, b)
 }
+
+// TryLock takes an exclusive flock(2) on f without waiting: ErrLocked when
+// another open file, in this or any process, holds it. Closing f, or the
+// death of the process, releases it, so a kill -9 leaves no stale lock. On
+// systems without flock (CanLock false) it answers ErrLocked.
+func TryLock(f *os.File) error { return lock(f, false) }

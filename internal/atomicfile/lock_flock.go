@@ -11,11 +11,14 @@ import (
 // file until the name is gone.
 const renameOpen = true
 
-// errLocked is returned by lock(f, false) when another open file holds the lock.
-var errLocked = errors.New("atomicfile: file locked")
+// CanLock reports whether this system has flock(2): TryLock locks here.
+const CanLock = true
+
+// ErrLocked is returned by TryLock and lock(f, false) when another open file holds the lock.
+var ErrLocked = errors.New("atomicfile: file locked")
 
 // lock takes an exclusive flock on f, released when f is closed or its process dies. With
-// wait it blocks until the lock is free; without, it returns errLocked at once.
+// wait it blocks until the lock is free; without, it returns ErrLocked at once.
 func lock(f interface{ Fd() uintptr }, wait bool) error {
 	how := syscall.LOCK_EX
 	if !wait {
@@ -29,7 +32,7 @@ func lock(f interface{ Fd() uintptr }, wait bool) error {
 		case errors.Is(err, syscall.EINTR):
 			continue
 		case errors.Is(err, syscall.EWOULDBLOCK):
-			return errLocked
+			return ErrLocked
 		default:
 			return err
 		}
