@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -27,35 +28,47 @@ func readyz(p *servertest.Proc) int {
 }
 
 // TestSQLLeaseLost: two servers take snowflake worker IDs from SQL leases on
-// one PostgreSQL; server A reaches it through a fault proxy, which is cut.
-// A's snowflake route must fail (non-200, Leaf code) before the 10 s TTL
-// ends (its local lease ends TTL − margin after the last renewal); B keeps
-// serving. After the TTL a third server C starts and takes the free worker
-// ID (A's); when the proxy comes back, A's renewal finds another generation
-// in the row: the lease is lost for good and /readyz answers 503. No
-// snowflake ID of A, B and C repeats.
+// one database (PostgreSQL, or MariaDB, which renews in four round trips:
+// BEGIN, UPDATE, SELECT, COMMIT); server A reaches it through a fault proxy,
+// which is cut. First for 3 s (inside the 10 s TTL): A may fail while its
+// high-water store cannot reach the database, and serves again by itself.
+// Then past the TTL: A's snowflake route must fail (non-200, Leaf code)
+// before the TTL ends (its local lease ends TTL − margin after the last
+// renewal) and /readyz must answer 503 past it; B keeps serving. After the
+// TTL a third server C starts and takes the free worker ID (A's), and from
+// then on A must not answer a single snowflake ID (fencing); when the proxy
+// comes back, A's renewal finds another generation in the row: the lease is
+// lost for good (status API) and /readyz answers 503. No snowflake ID of A,
+// B and C repeats.
 func TestSQLLeaseLost(t *testing.T) {
 	t.Parallel()
-	d := newDB(t, "postgres")
+	for _, kind := range []string{"postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			sqlLeaseLost(t, kind)
+		})
+	}
+}
+
+func sqlLeaseLost(t *testing.T, kind string) {
+	name := map[string]string{"postgres": "PostgreSQL", "mysql": "MariaDB"}[kind]
+	d := newDB(t, kind)
 	px := faultproxy.Start(t, d.upstream())
 	args := []string{"--segment=false", "--worker-id-source", "sql"}
 	a := start(t, t.TempDir(), append(args, "--segment-dsn", d.via(t, px))...)
 	b := start(t, t.TempDir(), append(args, "--segment-dsn", d.direct)...)
 	wa, wb := status(t, a).WorkerID, status(t, b).WorkerID
-	ta, tb, tc := newTally(time.Second+slack, 10*time.Second), newTally(time.Second+slack, 10*time.Second), newTally(time.Second+slack, 10*time.Second)
-	stopA := sfSingles(func() *servertest.Proc { return a }, ta, 2, nil)
-	stopB := sfSingles(func() *servertest.Proc { return b }, tb, 2, nil)
-	time.Sleep(time.Second)
+	if wa == wb {
+		t.Fatalf("A and B share worker ID %d", wa)
+	}
+	newT := func() *tally { return newTally(time.Second+slack, 10*time.Second) }
+	cmd := "go test -race -count=1 -run '^TestSQLLeaseLost$/^" + kind + "$' ./faults/"
 
-	// A short cut (3 s, inside the lease): A may fail while its high-water
-	// store cannot reach the database, and serves again by itself.
-	short := newTally(time.Second+slack, 10*time.Second)
-	shortB := newTally(time.Second+slack, 10*time.Second)
-	stopA()
-	stopB()
-	stopA = sfSingles(func() *servertest.Proc { return a }, short, 2, nil)
-	stopB = sfSingles(func() *servertest.Proc { return b }, shortB, 2, nil)
-	time.Sleep(500 * time.Millisecond)
+	// A short cut (3 s, inside the lease).
+	short, shortB := newT(), newT()
+	stopA := sfSingles(func() *servertest.Proc { return a }, short, 2, nil)
+	stopB := sfSingles(func() *servertest.Proc { return b }, shortB, 2, nil)
+	time.Sleep(time.Second)
 	short.startFault()
 	px.Cut()
 	time.Sleep(3 * time.Second)
@@ -66,20 +79,23 @@ func TestSQLLeaseLost(t *testing.T) {
 	stopB()
 	checkWorker(t, short, wa)
 	checkWorker(t, shortB, wb)
-	if s := status(t, a).WorkerID; s != wa {
-		t.Errorf("A's worker ID changed to %d after a short cut", s)
+	if w := status(t, a).WorkerID; w != wa {
+		t.Errorf("A's worker ID changed to %d after a short cut", w)
+	}
+	if _, errs, _, _ := shortB.snapshot(); len(errs) > 0 {
+		t.Errorf("server B (not cut) had errors %v", errs)
 	}
 	r := check(t, mergeTallies(short, shortB), nil, "")
-	r.Scenario = "4 snowflake worker IDs"
-	r.Size = "SQL lease (PostgreSQL), 2 servers, A cut from the database for 3 s (inside the 10 s TTL)"
-	r.Recovery = fmtRecovery(rec)
+	r.Scenario, r.Cmd, r.Recovery = "4 snowflake worker IDs", cmd, fmtRecovery(rec)
+	r.Size = "SQL lease (" + name + "), 2 servers, A cut from the database for 3 s (inside the 10 s TTL)"
 	r.Note = fmt.Sprintf("A keeps worker %d (/readyz %d after), B %d", wa, readyz(a), wb)
-	r.Cmd = "go test -race -count=1 -run '^TestSQLLeaseLost$' ./faults/"
 	report.add(t, r)
+
+	// Past the TTL.
+	ta, tb, tc := newT(), newT(), newT()
 	stopA = sfSingles(func() *servertest.Proc { return a }, ta, 2, nil)
 	stopB = sfSingles(func() *servertest.Proc { return b }, tb, 2, nil)
 	time.Sleep(time.Second)
-
 	ta.startFault()
 	px.Cut()
 	cut := time.Now()
@@ -99,24 +115,31 @@ func TestSQLLeaseLost(t *testing.T) {
 	}
 	c := start(t, t.TempDir(), append(args, "--segment-dsn", d.direct)...)
 	wc := status(t, c).WorkerID
+	aAtC := ta.idCount()
 	stopC := sfSingles(func() *servertest.Proc { return c }, tc, 2, nil)
 	px.Restore(t)
 	restored := time.Now()
 	lostAfter := time.Duration(-1)
 	for time.Since(restored) < 10*time.Second {
-		if readyz(a) == 503 {
+		if leaseLost(a) && readyz(a) == 503 {
 			lostAfter = time.Since(restored)
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if lostAfter < 0 && wc == wa {
-		t.Errorf("server A: /readyz not 503 within 10 s after its worker ID %d went to server C", wa)
+		t.Errorf("server A: lease not lost (status API) with /readyz 503 within 10 s after its worker ID %d went to server C", wa)
 	}
 	time.Sleep(time.Second)
 	stopA()
 	stopB()
 	stopC()
+	if n := ta.idCount() - aAtC; n > 0 && wc == wa {
+		t.Errorf("server A answered %d snowflake IDs after C took its worker ID %d", n, wa)
+	}
+	if wc == wb {
+		t.Errorf("server C took worker ID %d, which live server B holds", wc)
+	}
 	checkWorker(t, ta, wa)
 	checkWorker(t, tb, wb)
 	checkWorker(t, tc, wc)
@@ -124,111 +147,149 @@ func TestSQLLeaseLost(t *testing.T) {
 		t.Errorf("server B (not cut) had errors %v", errs)
 	}
 	r = check(t, mergeTallies(short, shortB, ta, tb, tc), nil, "")
-	r.Scenario = "4 snowflake worker IDs"
-	r.Size = "SQL lease (PostgreSQL), 3 servers, A cut from the database past the 10 s TTL, C started after it"
-	r.Recovery = "A: lost for good (restart)"
-	r.Note = fmt.Sprintf("A (worker %d) failing %v after the cut; /readyz of A at the first error %d, past the TTL %d, 503 %v after the database came back; C took worker %d, B %d",
-		wa, failAfter.Round(time.Millisecond), readyWhileExpired, readyPastTTL, lostAfter.Round(time.Millisecond), wc, wb)
+	r.Scenario, r.Cmd, r.Recovery = "4 snowflake worker IDs", cmd, "A: lost for good (restart)"
+	r.Size = "SQL lease (" + name + "), 3 servers, A cut from the database past the 10 s TTL, C started after it"
+	r.Note = fmt.Sprintf("A (worker %d) failing %v after the cut; /readyz of A at the first error %d, past the TTL %d; C took worker %d, B %d; A answered %d IDs after C's start; A's lease lost (/readyz 503) %v after the database came back",
+		wa, failAfter.Round(time.Millisecond), readyWhileExpired, readyPastTTL, wc, wb, ta.idCount()-aAtC, lostAfter.Round(time.Millisecond))
 	report.add(t, r)
 }
 
 // TestSQLLeaseKillDuringRenewal: a server with the SQL lease source reaches
-// PostgreSQL through a proxy that delays every answer, so each lease
-// renewal (and each high-water store, which is a renewal) takes that long.
-// The server is killed with -9 while a request waits on such a renewal, and
-// restarted on the same data dir: 3 times, then once more after the TTL, so
-// that the last start takes back the first worker ID with the high-water
-// mark the interrupted renewal may have committed. No ID repeats.
+// its database through a proxy that delays every answer, so each lease
+// renewal (and each high-water store, which is a renewal) takes that long
+// (on MariaDB four times: BEGIN, UPDATE, SELECT, COMMIT). The server is
+// killed with -9 while a request waits on such a renewal, and restarted on
+// the same data dir: kills times, then once more after the TTL, so that the
+// last start takes back the first worker ID with the high-water mark the
+// interrupted renewal may have committed. No ID repeats.
 func TestSQLLeaseKillDuringRenewal(t *testing.T) {
 	t.Parallel()
-	for _, delay := range []time.Duration{200 * time.Millisecond, time.Second} {
-		t.Run(delay.String(), func(t *testing.T) {
+	for _, db := range []struct {
+		kind   string
+		trips  int // round trips of a renewal
+		kills  int
+		delays []time.Duration
+	}{
+		{"postgres", 1, 3, []time.Duration{200 * time.Millisecond, time.Second}},
+		{"mysql", 4, 2, []time.Duration{200 * time.Millisecond}},
+	} {
+		t.Run(db.kind, func(t *testing.T) {
 			t.Parallel()
-			d := newDB(t, "postgres")
-			px := faultproxy.Start(t, d.upstream())
-			dir := t.TempDir()
-			args := []string{"--segment=false", "--worker-id-source", "sql", "--segment-dsn", d.via(t, px)}
-			all := newTally(0, 0)
-			var workers []int64
-			hits := 0
-			const kills = 3
-			var lastKill time.Time
-			for round := 0; round <= kills; round++ {
-				if round == kills {
-					// the first worker ID's lease has expired by now
-					time.Sleep(time.Until(lastKill.Add(10500 * time.Millisecond)))
-				}
-				px.ClearDelay(t)
-				p := start(t, dir, args...)
-				px.Delay(t, delay)
-				w := status(t, p).WorkerID
-				workers = append(workers, w)
-				tl := newTally(delay+time.Second+slack, 10*time.Second)
-				var killing sync.Mutex
-				dead := false
-				connOK := func() bool { killing.Lock(); defer killing.Unlock(); return dead }
-				stop := sfSingles(func() *servertest.Proc { return p }, tl, 3, connOK)
-				if round == kills {
-					time.Sleep(2 * time.Second)
-					stop()
-					p.Kill9()
-				} else {
-					// Kill while a probe request waits on the database:
-					// the generator blocks on the high-water store, a
-					// lease renewal, whose answer the proxy delays.
-					for deadline := time.Now().Add(10 * time.Second); tl.idCount() < 100 && time.Now().Before(deadline); {
-						time.Sleep(10 * time.Millisecond)
-					}
-					hit := false
-					for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && !hit; {
-						done := make(chan struct{})
-						go func() {
-							defer close(done)
-							_, _, _ = p.Get(context.Background(), "/api/snowflake/get/probe")
-						}()
-						select {
-						case <-done:
-						case <-time.After(delay / 2):
-							hit = true
-						}
-					}
-					if hit {
-						hits++
-					}
-					killing.Lock()
-					dead = true
-					killing.Unlock()
-					p.Kill9()
-					lastKill = time.Now()
-					stop()
-				}
-				checkWorker(t, tl, w)
-				ids, errs, worst, bad := tl.snapshot()
-				for _, b := range bad {
-					t.Errorf("round %d: %s", round, b)
-				}
-				all.mu.Lock()
-				all.ids = append(all.ids, ids...)
-				for k, v := range errs {
-					all.errs[k] += v
-				}
-				all.worst = max(all.worst, worst)
-				all.mu.Unlock()
+			for _, delay := range db.delays {
+				t.Run(delay.String(), func(t *testing.T) {
+					t.Parallel()
+					sqlLeaseKill(t, db.kind, db.trips, db.kills, delay)
+				})
 			}
-			if hits == 0 {
-				t.Errorf("no kill landed while a request waited on a renewal")
-			}
-			if workers[kills] != workers[0] {
-				t.Logf("last start took worker %d, not the first one %d", workers[kills], workers[0])
-			}
-			r := check(t, all, nil, "")
-			r.Scenario = "3 process killed"
-			r.Size = fmt.Sprintf("SQL lease source (PostgreSQL +%v per answer), kill -9 during a lease renewal, %d kills, then a restart after the TTL", delay, kills)
-			r.Recovery = "restart"
-			r.Note = fmt.Sprintf("%d/%d kills landed while a request waited on the renewal (high-water store); worker IDs by round %v; conn = request cut by the kill", hits, kills, workers)
-			report.add(t, r)
 		})
 	}
+}
+
+func sqlLeaseKill(t *testing.T, kind string, trips, kills int, delay time.Duration) {
+	name := map[string]string{"postgres": "PostgreSQL", "mysql": "MariaDB"}[kind]
+	d := newDB(t, kind)
+	px := faultproxy.Start(t, d.upstream())
+	dir := t.TempDir()
+	args := []string{"--segment=false", "--worker-id-source", "sql", "--segment-dsn", d.via(t, px)}
+	all := newTally(0, 0)
+	var workers []int64
+	hits := 0
+	var lastKill time.Time
+	for round := 0; round <= kills; round++ {
+		if round == kills {
+			// the first worker ID's lease has expired by now
+			time.Sleep(time.Until(lastKill.Add(10500 * time.Millisecond)))
+		}
+		px.ClearDelay(t)
+		p := start(t, dir, args...)
+		px.Delay(t, delay)
+		w := status(t, p).WorkerID
+		workers = append(workers, w)
+		// A store waits on a renewal: trips round trips, each delayed.
+		tl := newTally(time.Duration(trips)*delay+time.Second+slack, 10*time.Second)
+		var killing sync.Mutex
+		dead := false
+		connOK := func() bool { killing.Lock(); defer killing.Unlock(); return dead }
+		stop := sfSingles(func() *servertest.Proc { return p }, tl, 3, connOK)
+		loaded := time.Now()
+		for deadline := loaded.Add(10 * time.Second); tl.idCount() < 100 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if round == kills {
+			time.Sleep(time.Until(loaded.Add(2 * time.Second)))
+			stop()
+			p.Kill9()
+		} else {
+			// Kill while a probe request waits on the database: the
+			// generator blocks on the high-water store, a lease renewal,
+			// whose answer the proxy delays.
+			if killDuringWait(p, delay, 15*time.Second) {
+				hits++
+			}
+			killing.Lock()
+			dead = true
+			killing.Unlock()
+			p.Kill9()
+			lastKill = time.Now()
+			stop()
+		}
+		checkWorker(t, tl, w)
+		ids, errs, worst, bad := tl.snapshot()
+		for _, b := range bad {
+			t.Errorf("round %d: %s", round, b)
+		}
+		all.mu.Lock()
+		all.ids = append(all.ids, ids...)
+		for k, v := range errs {
+			all.errs[k] += v
+		}
+		all.worst = max(all.worst, worst)
+		all.mu.Unlock()
+	}
+	if hits == 0 {
+		t.Errorf("no kill landed while a request waited on a renewal")
+	}
+	if workers[kills] != workers[0] {
+		t.Logf("last start took worker %d, not the first one %d", workers[kills], workers[0])
+	}
+	r := check(t, all, nil, "")
+	r.Scenario, r.Recovery = "3 process killed", "restart"
+	r.Cmd = "go test -race -count=1 -run '^TestSQLLeaseKillDuringRenewal$/^" + kind + "$/^" + delay.String() + "$' ./faults/"
+	r.Size = fmt.Sprintf("SQL lease source (%s +%v per answer), kill -9 during a lease renewal, %d kills, then a restart after the TTL", name, delay, kills)
+	r.Note = fmt.Sprintf("%d/%d kills landed while a request waited on the renewal (high-water store); worker IDs by round %v; conn = request cut by the kill", hits, kills, workers)
+	report.add(t, r)
+}
+
+// killDuringWait sends probe requests to p until one is still unanswered
+// after wait/2 (the generator blocks on a high-water store, i.e. a lease
+// renewal whose answers the proxy delays) and reports whether that
+// happened within limit. The caller kills p right after.
+func killDuringWait(p *servertest.Proc, wait, limit time.Duration) bool {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _, _ = p.Get(context.Background(), "/api/snowflake/get/probe")
+		}()
+		select {
+		case <-done:
+		case <-time.After(wait / 2):
+			return true
+		}
+	}
+	return false
+}
+
+// leaseLost reports whether p's SQL lease is lost for good (status API).
+func leaseLost(p *servertest.Proc) bool {
+	code, body, err := p.Get(context.Background(), "/api/v1/snowflake/status")
+	if err != nil || code != 200 {
+		return false
+	}
+	var s struct {
+		SourceState struct{ Lost bool } `json:"sourceState"`
+	}
+	return json.Unmarshal([]byte(body), &s) == nil && s.SourceState.Lost
 }
 
 // TestZooKeeperWorkerIDsExhausted: a namespace whose sequential counter is
