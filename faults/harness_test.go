@@ -283,6 +283,42 @@ func (tl *tally) idCount() int {
 	return len(tl.ids)
 }
 
+// add merges a round's IDs, error counts and worst error latency (from
+// another tally's snapshot) into tl.
+func (tl *tally) add(ids []int64, errs map[string]int, worst time.Duration) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.ids = append(tl.ids, ids...)
+	for k, v := range errs {
+		tl.errs[k] += v
+	}
+	tl.worst = max(tl.worst, worst)
+}
+
+// endKillRound closes one round of a kill-and-restart scenario: it reports
+// the round's violations, wants at least one ID served before the kill and
+// every ID at or above prevMax (the max_id held at the previous kill, so a
+// restarted server never reuses a range), adds the round to all and returns
+// maxID(), the floor for the next round.
+func endKillRound(t *testing.T, round int, tl, all *tally, prevMax int64, maxID func() int64) int64 {
+	t.Helper()
+	ids, errs, worst, bad := tl.snapshot()
+	for _, b := range bad {
+		t.Errorf("round %d: %s", round, b)
+	}
+	if len(ids) == 0 {
+		t.Errorf("round %d: no ID served before the kill", round)
+	}
+	for _, id := range ids {
+		if id < prevMax {
+			t.Errorf("round %d: ID %d is below max_id %d held at the previous kill", round, id, prevMax)
+			break
+		}
+	}
+	all.add(ids, errs, worst)
+	return maxID()
+}
+
 // snapshot returns copies of the IDs and errors.
 func (tl *tally) snapshot() ([]int64, map[string]int, time.Duration, []string) {
 	tl.mu.Lock()

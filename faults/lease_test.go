@@ -238,13 +238,7 @@ func sqlLeaseKill(t *testing.T, kind string, trips, kills int, delay time.Durati
 		for _, b := range bad {
 			t.Errorf("round %d: %s", round, b)
 		}
-		all.mu.Lock()
-		all.ids = append(all.ids, ids...)
-		for k, v := range errs {
-			all.errs[k] += v
-		}
-		all.worst = max(all.worst, worst)
-		all.mu.Unlock()
+		all.add(ids, errs, worst)
 	}
 	if hits == 0 {
 		t.Errorf("no kill landed while a request waited on a renewal")

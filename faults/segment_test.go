@@ -314,27 +314,7 @@ func killRounds(t *testing.T, kind, mode string, rounds int) {
 		cancel()
 		wg.Wait()
 		time.Sleep(100 * time.Millisecond) // a statement in flight may still commit
-		ids, errs, worst, bad := tl.snapshot()
-		for _, b := range bad {
-			t.Errorf("round %d: %s", round, b)
-		}
-		if len(ids) == 0 {
-			t.Errorf("round %d: no ID served before the kill", round)
-		}
-		for _, id := range ids {
-			if id < prevMax {
-				t.Errorf("round %d: ID %d is below max_id %d held at the previous kill", round, id, prevMax)
-				break
-			}
-		}
-		prevMax = d.maxID(t, tag)
-		all.mu.Lock()
-		all.ids = append(all.ids, ids...)
-		for k, v := range errs {
-			all.errs[k] += v
-		}
-		all.worst = max(all.worst, worst)
-		all.mu.Unlock()
+		prevMax = endKillRound(t, round, tl, all, prevMax, func() int64 { return d.maxID(t, tag) })
 	}
 	r := check(t, all, d, tag)
 	r.Scenario = "3 process killed"
