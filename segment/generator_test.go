@@ -176,21 +176,7 @@ func TestConcurrentUnique(t *testing.T) {
 			}
 			wg.Wait()
 			maxID := db.maxID(t, "hot")
-			seen := make(map[int64]bool, workers*each)
-			for _, list := range ids {
-				for _, id := range list {
-					if seen[id] {
-						t.Fatalf("ID %d handed out twice", id)
-					}
-					if id < 1 || id >= maxID {
-						t.Fatalf("ID %d outside [1, max_id %d)", id, maxID)
-					}
-					seen[id] = true
-				}
-			}
-			if len(seen) != workers*each {
-				t.Fatalf("got %d IDs, want %d", len(seen), workers*each)
-			}
+			checkUnique(t, ids, maxID, workers*each)
 			st, _ := statsOf(g, "hot")
 			if st.Issued != workers*each {
 				t.Errorf("Stats Issued = %d, want %d", st.Issued, workers*each)

@@ -212,3 +212,24 @@ func viaProxy(t testing.TB, dsnStr string, proxy func(upstream string) string) s
 	u.Host = proxy(u.Host)
 	return u.String()
 }
+
+// checkUnique fails the test unless the IDs collected per goroutine are
+// want distinct IDs, all in [1, maxID).
+func checkUnique(t testing.TB, ids [][]int64, maxID int64, want int) {
+	t.Helper()
+	seen := make(map[int64]bool, want)
+	for _, list := range ids {
+		for _, id := range list {
+			if seen[id] {
+				t.Fatalf("ID %d handed out twice", id)
+			}
+			if id < 1 || id >= maxID {
+				t.Fatalf("ID %d outside [1, max_id %d)", id, maxID)
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != want {
+		t.Fatalf("got %d IDs, want %d", len(seen), want)
+	}
+}
