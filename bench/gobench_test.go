@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,10 +16,11 @@ import (
 // goBench runs `go test -bench` in pkg (a path relative to the module root)
 // count times, each a separate pass over all the benchmarks (-count 1), so
 // that a burst of load from elsewhere on the machine hits one sample of each
-// benchmark rather than every sample of one. It returns, per benchmark name
-// without the -GOMAXPROCS suffix, the median of every reported unit (ns/op,
-// B/op, allocs/op, custom metrics).
-func goBench(t *testing.T, pkg, re, benchtime string, count int) map[string]map[string]float64 {
+// benchmark rather than every sample of one. extra are more go test flags
+// (e.g. -pgo=file). It returns, per benchmark name without the -GOMAXPROCS
+// suffix, the median of every reported unit (ns/op, B/op, allocs/op, custom
+// metrics).
+func goBench(t *testing.T, pkg, re, benchtime string, count int, extra ...string) map[string]map[string]float64 {
 	t.Helper()
 	start := time.Now()
 	var all strings.Builder
@@ -28,8 +30,9 @@ func goBench(t *testing.T, pkg, re, benchtime string, count int) map[string]map[
 		// One retry: a build can fail while files are being edited in a
 		// shared working tree; a real failure fails twice.
 		for try := range 2 {
-			cmd := exec.Command("go", "test", "-run", "^$", "-bench", re, "-benchmem",
-				"-benchtime", benchtime, "-count", "1", pkg)
+			args := append([]string{"test", "-run", "^$", "-bench", re, "-benchmem",
+				"-benchtime", benchtime, "-count", "1"}, extra...)
+			cmd := exec.Command("go", append(args, pkg)...)
 			cmd.Dir = ".."
 			if out, err = cmd.CombinedOutput(); err == nil {
 				break
@@ -44,7 +47,7 @@ func goBench(t *testing.T, pkg, re, benchtime string, count int) map[string]map[
 		}
 		all.Write(out)
 	}
-	fmt.Printf("go test -bench %q %s (%d passes): %v\n", re, pkg, count, time.Since(start).Round(time.Second))
+	fmt.Printf("go test -bench %q %s %s (%d passes): %v\n", re, strings.Join(extra, " "), pkg, count, time.Since(start).Round(time.Second))
 	return parseBench(all.String())
 }
 
@@ -88,31 +91,53 @@ func parseBench(out string) map[string]map[string]float64 {
 
 // segmentSection: Tag.Get (the per-tag handle, the headline) and Get
 // against a bare atomic add and against a map lookup plus atomic add, serial
-// and with GOMAXPROCS goroutines.
+// and with GOMAXPROCS goroutines; once as `go test` builds the package and
+// once with profile-guided optimization from a CPU profile of the same
+// benchmarks, as a program that calls Tag.Get in its hot loop would be built
+// with its own default.pgo.
 func segmentSection(t *testing.T, rep *report, benchtime string, count int) {
 	const re = "^Benchmark(AtomicAdd|MapAtomicAdd|Get|TagGet)$"
-	r := goBench(t, "./segment/", re, benchtime, count)
+	profile := filepath.Join(t.TempDir(), "segment.pprof")
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "^Benchmark(Get|TagGet)$", "-benchtime", benchtime,
+		"-count", "1", "-cpuprofile", profile, "-o", filepath.Join(t.TempDir(), "segment.test"), "./segment/")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("profile the segment benchmarks: %v\n%s", err, out)
+	}
+	plain := goBench(t, "./segment/", re, benchtime, count)
+	pgo := goBench(t, "./segment/", re, benchtime, count, "-pgo="+profile)
 	var b strings.Builder
-	fmt.Fprintf(&b, "`go test -bench '%s' -benchtime %s ./segment/` run %d times, median of the runs. "+
+	fmt.Fprintf(&b, "`go test -bench '%s' -benchtime %s ./segment/` run %d times, median of the runs; then the same with `-pgo=<profile>`, "+
+		"a CPU profile of BenchmarkGet and BenchmarkTagGet taken first in this run. "+
 		"TagGet is `Tag.Get` on a handle from `Generator.Tag` (the tag resolved once); Get is the full in-process call "+
 		"`Generator.Get(ctx, tag)`, which looks the tag up in the cache every time; both on a SQLite store, step 2^31−1 so no load happens. "+
-		"The baselines are a bare `atomic.Int64.Add` and a copy-on-write `map[string]*counter` lookup plus the add. "+
+		"The baselines are a bare `atomic.Int64.Add` and a copy-on-write `map[string]*counter` lookup plus the add, in the same binary. "+
 		"Ratio = baseline ns/op ÷ ns/op, i.e. throughput as a share of the baseline's (target ≥ 0.80 against the atomic add). "+
 		"The CPU-time columns divide the process's CPU time (getrusage, all threads) during the loop by the iterations: "+
-		"unlike ns/op they do not count time spent waiting for a core, so on a shared machine their ratio moves less.\n\n", re, benchtime, count)
-	b.WriteString("| goroutines | TagGet ns/op | Get ns/op | allocs/op (TagGet, Get) | atomic add ns/op | **TagGet ÷ atomic** | Get ÷ atomic | CPU ns/op TagGet, Get, atomic | TagGet ÷ atomic, CPU time | map+atomic ns/op | Get ÷ map+atomic |\n" +
-		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"unlike ns/op they do not count time spent waiting for a core, so on a shared machine their ratio moves less.\n\n"+
+		"Why two builds: Go inlines a function only under an inline budget (80); `Tag.Get`'s fast path fits, but its call to the slow path "+
+		"costs the rest, so a plain build pays one function call per ID. Under PGO the compiler inlines hot calls up to a budget of 2000, "+
+		"so a program built with a profile (Go's default `-pgo=auto` picks up `default.pgo` in the main package; leaf-server ships one, "+
+		"see `make pgo`) gets the fast path inlined into its loop.\n\n", re, benchtime, count)
+	b.WriteString("| goroutines | build | TagGet ns/op | Get ns/op | allocs/op (TagGet, Get) | atomic add ns/op | **TagGet ÷ atomic** | Get ÷ atomic | CPU ns/op TagGet, Get, atomic | TagGet ÷ atomic, CPU time | map+atomic ns/op | Get ÷ map+atomic |\n" +
+		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, mode := range []string{"serial", "parallel"} {
-		h, g, a, m := r["TagGet/"+mode], r["Get/"+mode], r["AtomicAdd/"+mode], r["MapAtomicAdd/"+mode]
-		label := "1"
-		if mode == "parallel" {
-			label = fmt.Sprintf("GOMAXPROCS (%d)", gomaxprocs())
+		for _, build := range []struct {
+			label string
+			r     map[string]map[string]float64
+		}{{"plain", plain}, {"PGO", pgo}} {
+			r := build.r
+			h, g, a, m := r["TagGet/"+mode], r["Get/"+mode], r["AtomicAdd/"+mode], r["MapAtomicAdd/"+mode]
+			label := "1"
+			if mode == "parallel" {
+				label = fmt.Sprintf("GOMAXPROCS (%d)", gomaxprocs())
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.0f, %.0f | %.2f | **%s** | %s | %.2f, %.2f, %.2f | %s | %.2f | %s |\n", label, build.label,
+				h["ns/op"], g["ns/op"], h["allocs/op"], g["allocs/op"], a["ns/op"],
+				ratio(a["ns/op"], h["ns/op"]), ratio(a["ns/op"], g["ns/op"]),
+				h["cpu-ns/op"], g["cpu-ns/op"], a["cpu-ns/op"], ratio(a["cpu-ns/op"], h["cpu-ns/op"]),
+				m["ns/op"], ratio(m["ns/op"], g["ns/op"]))
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.0f, %.0f | %.2f | **%s** | %s | %.2f, %.2f, %.2f | %s | %.2f | %s |\n", label,
-			h["ns/op"], g["ns/op"], h["allocs/op"], g["allocs/op"], a["ns/op"],
-			ratio(a["ns/op"], h["ns/op"]), ratio(a["ns/op"], g["ns/op"]),
-			h["cpu-ns/op"], g["cpu-ns/op"], a["cpu-ns/op"], ratio(a["cpu-ns/op"], h["cpu-ns/op"]),
-			m["ns/op"], ratio(m["ns/op"], g["ns/op"]))
 	}
 	rep.add("Segment Get in-process vs a bare atomic add", b.String())
 }

@@ -185,7 +185,8 @@ func httpSection(t *testing.T, rep *report, sh *shared) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "`leafctl bench` (built from cmd/leafctl, one process) against two processes on 127.0.0.1: the real `leaf-server` "+
 		"(PostgreSQL store, tag step 10^6 so loads are rare, metrics on as in production) and a bare chi router in a process of its own "+
-		"whose handler returns an atomic counter (same `http.Server` settings). Each cell is the median of %d runs of %v, "+
+		"whose handler returns an atomic counter (same `http.Server` settings); both built with leaf-server's profile `cmd/leaf-server/default.pgo` "+
+		"(leaf-server by `go build`'s default -pgo=auto, the baseline with -pgo=<that file>). Each cell is the median of %d runs of %v, "+
 		"alternating which server goes first (ABBA…). Target: leaf-go ≥ 0.90× the bare handler's requests/s. "+
 		"On a shared machine the rates swing by ±30%% from run to run; the server's own CPU time per request "+
 		"(utime+stime from /proc over all runs) is the steadier measure of what leaf-go adds.\n\n", rounds, d)

@@ -11,9 +11,12 @@ import (
 // immutable; used counts take calls, so it can pass size but never wraps in
 // practice (2^63 calls) and an ID outside [start, max) is never returned.
 type segment struct {
-	// used is first so that the atomic add brings the fields below into
-	// the same cache line.
-	used atomic.Int64
+	// The first cache line holds what the fast path reads but rarely
+	// changes (due, start); the second holds used alone. Under contention
+	// the line of used moves from core to core on every add; had due and
+	// start shared it, the reads after the add could miss again when
+	// another core took the line in between.
+
 	// due is the used count up to which a take needs nothing more: the
 	// fast path is n <= due. It is prefetchAfter while no next segment is
 	// pending, size once one is (buffer.setPending keeps it so), so that
@@ -28,9 +31,11 @@ type segment struct {
 	// prefetchAfter is the used count past which the idle part, max minus
 	// the next value, is below 0.9*step (Leaf: getIdle() < 0.9*getStep()).
 	prefetchAfter int64
-	// pad fills the struct to one 64-byte cache line, so that the atomic
-	// add of a hot segment does not share its line with another object.
-	_ [8]byte
+	_             [16]byte
+	// used counts takes, on a 64-byte line of its own (the struct is 128
+	// bytes, a size class whose objects are 128-byte aligned).
+	used atomic.Int64
+	_    [56]byte
 }
 
 func newSegment(start, max, step int64) *segment {

@@ -124,9 +124,20 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
+// TestSegmentFillsCacheLine checks the layout the fast path relies on:
+// segment is two 64-byte lines with used alone on the second, and a Tag is
+// one line.
 func TestSegmentFillsCacheLine(t *testing.T) {
-	if got := unsafe.Sizeof(segment{}); got != 64 {
-		t.Fatalf("unsafe.Sizeof(segment{}) = %d, want 64 (one cache line)", got)
+	if got := unsafe.Sizeof(segment{}); got != 128 {
+		t.Fatalf("unsafe.Sizeof(segment{}) = %d, want 128 (two cache lines)", got)
+	}
+	if got := unsafe.Offsetof(segment{}.used); got != 64 {
+		t.Fatalf("unsafe.Offsetof(segment{}.used) = %d, want 64 (a line of its own)", got)
+	}
+	for range 100 {
+		if p := uintptr(unsafe.Pointer(newSegment(1, 2, 1))); p%64 != 0 {
+			t.Fatalf("segment allocated at %#x, not 64-byte aligned", p)
+		}
 	}
 	if got := unsafe.Sizeof(Tag{}); got != 64 {
 		t.Fatalf("unsafe.Sizeof(Tag{}) = %d, want 64 (one cache line)", got)

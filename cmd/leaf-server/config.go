@@ -75,6 +75,11 @@ type Config struct {
 	// AdminToken enables the admin API (/api/v1/admin/…) with this bearer
 	// token; empty (the default) leaves those routes out. Never logged.
 	AdminToken string
+	// PprofListen, when set, serves Go's net/http/pprof profiles under
+	// /debug/pprof/ on this host:port, a listener of its own so that the
+	// profiles never share the public port. Empty (the default) is off.
+	// `make pgo` reads the CPU profile from here.
+	PprofListen string
 	// LogFormat is text or json. Default text.
 	LogFormat string
 	// LogLevel is debug, info, warn or error. Default info.
@@ -156,6 +161,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.SnowflakePort, "snowflake-port", cfg.SnowflakePort, "port label registered in ZooKeeper (default: the --listen port)")
 	fs.Int64Var(&cfg.WorkerID, "worker-id", cfg.WorkerID, "static snowflake worker ID 0..1023 (unique per live server: your responsibility)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer token for /api/v1/admin (admin API off when empty)")
+	fs.StringVar(&cfg.PprofListen, "pprof-listen", cfg.PprofListen, "serve net/http/pprof on this host:port (off when empty; keep it private)")
 	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", cfg.WaitTimeout, "longest wait for a segment load before answering -3")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", cfg.RefreshInterval, "how often the biz_tag list is re-read")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest graceful drain on SIGTERM")

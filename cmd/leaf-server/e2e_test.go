@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -587,5 +589,32 @@ func TestPortTakenFailsBeforeSideEffects(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
 		t.Errorf("data dir created before the port was bound (stat: %v)", err)
+	}
+}
+
+// TestPprofListen: --pprof-listen serves the Go profiles on its own port and
+// only there; the public port answers 404 for them.
+func TestPprofListen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	p := startServer(t, t.TempDir(), "--pprof-listen", addr)
+	resp, err := http.Get("http://" + addr + "/debug/pprof/")
+	if err != nil {
+		t.Fatalf("GET pprof index on --pprof-listen %s: %v", addr, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "goroutine") {
+		t.Fatalf("GET /debug/pprof/ on %s = %d\n%s\nwant 200 with the profile index", addr, resp.StatusCode, body)
+	}
+	if status, body, err := p.get(t.Context(), "/debug/pprof/"); err != nil || status != 404 {
+		t.Fatalf("GET /debug/pprof/ on the public port = %d %q %v, want 404", status, body, err)
+	}
+	if !strings.Contains(p.logs(), "pprof listening") {
+		t.Errorf("log does not name the pprof address:\n%s", p.logs())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -66,6 +67,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer ln.Close()
+	if cfg.PprofListen != "" {
+		pln, err := net.Listen("tcp", cfg.PprofListen)
+		if err != nil {
+			return fmt.Errorf("pprof listener: %w", err)
+		}
+		psrv := &http.Server{Handler: pprofHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = psrv.Serve(pln) }()
+		defer psrv.Close()
+		log.Info("pprof listening", "addr", pln.Addr().String())
+	}
 
 	// Lock the data dir before anything writes to it (the SQLite file, the
 	// high-water files): a second server on the same dir exits here. The
@@ -184,4 +195,16 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// pprofHandler serves net/http/pprof's profiles under /debug/pprof/ (index,
+// cmdline, profile, symbol, trace and the named profiles such as heap).
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
