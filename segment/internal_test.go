@@ -1,11 +1,16 @@
 package segment
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,5 +232,70 @@ func TestFileMarksWriteError(t *testing.T) {
 	wg.Wait()
 	if got := failures.Load(); got != 8 {
 		t.Errorf("%d of 8 Stores failed on an unwritable path, want all", got)
+	}
+}
+
+// TestAppendMarksMatchesEncodingJSON: the hand-written marks file is byte for
+// byte what json.MarshalIndent wrote before, for empty, plain and odd tags
+// (quotes, HTML characters, control characters, non-ASCII, invalid UTF-8),
+// and it reads back to the same marks.
+func TestAppendMarksMatchesEncodingJSON(t *testing.T) {
+	odd := []string{"a", "order-1", `q"uote`, `back\slash`, "<b>&amp;", "a<b", "a>b", "a&b", "tab\there", "nul\x00", "ünï", "bad\xff", "\u2028", "del\x7f", ""}
+	cases := []map[string]int64{{}, {"only": 1}}
+	big := map[string]int64{}
+	for i, tag := range odd {
+		big[tag] = int64(i) * 1_000_003
+	}
+	big["max"] = math.MaxInt64
+	big["min"] = math.MinInt64
+	for i := range 500 {
+		big[fmt.Sprintf("tag-%06d", i)] = int64(i)
+	}
+	cases = append(cases, big)
+	for _, marks := range cases {
+		mf := marksFile{Marks: map[string]string{}}
+		for tag, v := range marks {
+			mf.Marks[tag] = strconv.FormatInt(v, 10)
+		}
+		want, err := json.MarshalIndent(mf, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, '\n')
+		if got := appendMarks(nil, marks, slices.Sorted(maps.Keys(marks))); !bytes.Equal(got, want) {
+			t.Fatalf("appendMarks(%d marks) =\n%s\nwant (encoding/json)\n%s", len(marks), got, want)
+		}
+	}
+}
+
+// TestFileMarksReusesSortedTags: writes that reuse the sorted tags of the
+// last write (same tags, new values) and writes that add tags both leave a
+// file that reads back to every mark.
+func TestFileMarksReusesSortedTags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "marks.json")
+	f := NewFileMarks(path)
+	ctx := context.Background()
+	want := map[string]int64{}
+	steps := []map[string]int64{
+		{"b": 10, "a": 5},
+		{"a": 7},          // same tags: reuse
+		{"c": 1, "b": 11}, // a new tag: sort again
+		{"c": 2},
+	}
+	for i, m := range steps {
+		if err := f.StoreAll(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(want, m)
+		got, err := NewFileMarks(path).Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("after write %d the file reads %v, want %v", i, got, want)
+		}
+	}
+	if !slices.Equal(f.sorted, []string{"a", "b", "c"}) {
+		t.Errorf("sorted tags after the writes = %v, want [a b c]", f.sorted)
 	}
 }
