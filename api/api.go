@@ -96,6 +96,7 @@ func NewHandler(d Deps) http.Handler {
 	h := &handler{d: d}
 
 	r := chi.NewRouter()
+	h.router = r
 	r.Use(middleware.Recoverer)
 	o := newOps(h) // metrics, state API, Leaf's pages, dashboard (pages.go)
 	if o.metrics != nil {
@@ -106,9 +107,27 @@ func NewHandler(d Deps) http.Handler {
 	// carry no request ID: chi's RequestID formats one and copies the request
 	// on every call, a third of the router's own cost per ID (BENCHMARKS.md,
 	// Findings 2). The failures they log get one made then (requestID).
-	r.HandleFunc("/api/segment/get/{key}", h.segmentGet)
+	//
+	// Leaf runs on Spring 4.3 (Spring Boot 1.5), whose trailing-slash match
+	// serves /get/{key}/ as /get/{key}; so do we. Spring answers OPTIONS on
+	// these method-less mappings itself (200 and Allow, no handler call), and
+	// Leaf's Tomcat refuses TRACE: neither takes an ID here either. HEAD runs
+	// the handler and takes an ID, as in Leaf.
+	for _, route := range []struct {
+		pattern string
+		get     http.HandlerFunc
+	}{
+		{"/api/segment/get/{key}", h.segmentGet},
+		{"/api/snowflake/get/{key}", h.snowflakeGet},
+	} {
+		r.HandleFunc(route.pattern, route.get)
+		r.HandleFunc(route.pattern+"/", route.get)
+		for _, p := range []string{route.pattern, route.pattern + "/"} {
+			r.Options(p, leafOptions)
+			r.MethodFunc(http.MethodTrace, p, h.methodNotAllowed)
+		}
+	}
 	r.HandleFunc("/api/segment/get/", h.emptyKey)
-	r.HandleFunc("/api/snowflake/get/{key}", h.snowflakeGet)
 	r.HandleFunc("/api/snowflake/get/", h.emptyKey)
 
 	// Everything else: requests that are rarer and may log more than one
@@ -126,8 +145,12 @@ func NewHandler(d Deps) http.Handler {
 		r.Get("/api/v1/snowflake/encode", h.encode)
 		r.Get("/api/v1/snowflake/status", h.snowflakeStatus)
 
+		// Load balancers probe with HEAD: the same status, no body
+		// (net/http drops it).
 		r.Get("/healthz", h.healthz)
+		r.Head("/healthz", h.healthz)
 		r.Get("/readyz", h.readyz)
+		r.Head("/readyz", h.readyz)
 	})
 	r.NotFound(h.notFound)
 	r.MethodNotAllowed(h.methodNotAllowed)
@@ -136,6 +159,22 @@ func NewHandler(d Deps) http.Handler {
 
 type handler struct {
 	d Deps
+	// router is the router NewHandler built, asked for the methods a path
+	// serves when a 405 needs its Allow header.
+	router chi.Routes
+}
+
+// leafMethods are the methods Leaf's method-less mappings serve, in the
+// order of the Allow header Spring 4.3 answers OPTIONS with (every
+// HttpMethod but TRACE).
+const leafMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+
+// leafOptions answers OPTIONS on Leaf's ID routes as Spring does: 200, an
+// Allow header and no body; no ID is taken.
+func leafOptions(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Allow", leafMethods)
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
 }
 
 // segmentGet is Leaf's SegmentService endpoint: 200 text/plain decimal ID

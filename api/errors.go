@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/go-chi/chi/v5"
 )
 
 // leafException is the exception class Leaf's server names in its error body.
@@ -60,8 +62,18 @@ func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
 	h.springError(w, r, http.StatusNotFound, msg)
 }
 
+// methodNotAllowed answers 405 with the Allow header RFC 9110 §15.5.6
+// requires, listing the methods the path serves. chi passes those only to its
+// own 405 handler, so they are looked up again here. A method chi does not
+// know (e.g. BREW) on a path that serves nothing is a 404.
 func (h *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	msg := "method " + r.Method + " not allowed on " + r.URL.Path
+	allow := h.allowed(r)
+	if allow == "" {
+		h.notFound(w, r)
+		return
+	}
+	w.Header().Set("Allow", allow)
+	msg := "method " + r.Method + " not allowed on " + r.URL.Path + " (allowed: " + allow + ")"
 	if isV1(r) {
 		h.apiError(w, r, http.StatusMethodNotAllowed, "method_not_allowed", msg)
 		return
@@ -69,8 +81,34 @@ func (h *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	h.springError(w, r, http.StatusMethodNotAllowed, msg)
 }
 
+// allowMethods are the methods an Allow header may list, in its order.
+var allowMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// allowed returns the methods of allowMethods that r's path is routed for,
+// comma-separated; "" when none.
+func (h *handler) allowed(r *http.Request) string {
+	path := r.URL.RawPath // chi routes on the escaped path when there is one
+	if path == "" {
+		path = r.URL.Path
+	}
+	var b strings.Builder
+	for _, m := range allowMethods {
+		if !h.router.Match(chi.NewRouteContext(), m, path) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(m)
+	}
+	return b.String()
+}
+
 // isV1 reports whether r is for the JSON API, whose errors have its own shape.
-func isV1(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/v1/") }
+func isV1(r *http.Request) bool {
+	return r.URL.Path == "/api/v1" || strings.HasPrefix(r.URL.Path, "/api/v1/")
+}
 
 func (h *handler) springError(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	writeJSON(w, status, leafErrorBody{
