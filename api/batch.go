@@ -20,19 +20,50 @@ type batchAnswer struct {
 	IDs []string `json:"ids"`
 }
 
-// count reads ?count=N (default 1) and answers 400 outside 1..MaxBatch.
+// count reads ?count=N: absent means 1; otherwise it must be given once, as
+// plain decimal digits (no sign, space, "0x" or exponent; leading zeros are
+// harmless and allowed) with a value from 1 to MaxBatch. Anything else is
+// answered 400 bad_count, naming the parameter and the range.
 func (h *handler) count(w http.ResponseWriter, r *http.Request) (int, bool) {
-	raw := r.URL.Query().Get("count")
-	if raw == "" {
+	vals, ok := r.URL.Query()["count"]
+	if !ok {
 		return 1, true
 	}
-	n, err := strconv.Atoi(raw)
-	if err != nil || n < 1 || n > h.d.MaxBatch {
+	want := "count must be an integer from 1 to " + strconv.Itoa(h.d.MaxBatch)
+	if len(vals) != 1 {
 		h.apiError(w, r, http.StatusBadRequest, "bad_count",
-			"count must be an integer from 1 to "+strconv.Itoa(h.d.MaxBatch)+", got "+strconv.Quote(raw))
+			want+", given once; got it "+strconv.Itoa(len(vals))+" times")
+		return 0, false
+	}
+	raw := vals[0]
+	n, ok := parseCount(raw, h.d.MaxBatch)
+	if !ok {
+		h.apiError(w, r, http.StatusBadRequest, "bad_count", want+" (decimal digits only), got "+strconv.Quote(raw))
 		return 0, false
 	}
 	return n, true
+}
+
+// parseCount returns the value of s when s is one or more decimal digits
+// with a value from 1 to limit; it never overflows, however long s is.
+func parseCount(s string, limit int) (int, bool) {
+	if s == "" {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n > limit/10 {
+			return 0, false
+		}
+		if n = n*10 + int(c-'0'); n > limit {
+			return 0, false
+		}
+	}
+	return n, n >= 1
 }
 
 // segmentBatch is GET /api/v1/segment/{tag}?count=N. Each ID is one atomic

@@ -9,21 +9,34 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
+// TestBatchBadCounts: only plain decimal digits from 1 to the maximum are a
+// count; everything else is 400 bad_count with a message naming count and
+// its range, and takes no ID.
 func TestBatchBadCounts(t *testing.T) {
 	srv, _ := newServer(t, demo)
-	for _, c := range []string{"0", "-1", "10001", "abc", "1e3", "", "99999999999999999999"} {
+	for _, c := range []string{"0", "-1", "10001", "abc", "1e3", "", "99999999999999999999",
+		"%2B5", "+5", "%205", "5%20", "0x10", "0b1", "1.0", "5,6", "000", "00010001",
+		"99999999999999999999999999999999999999", "1&count=2", "5&count=5", "%EF%BC%95" /* fullwidth 5 */} {
 		for _, path := range []string{"/api/v1/segment/leaf-segment-test?count=", "/api/v1/snowflake?count="} {
-			if c == "" {
-				continue // no count means 1
-			}
 			got := do(t, "GET", srv.URL+path+c)
-			if got.status != 400 || !strings.Contains(got.body, `"code":"bad_count"`) {
-				t.Errorf("GET %s%s = %d %s, want 400 bad_count", path, c, got.status, got.body)
+			if got.status != 400 || !strings.Contains(got.body, `"code":"bad_count"`) ||
+				!strings.Contains(got.body, "count must be an integer from 1 to 10000") {
+				t.Errorf("GET %s%s = %d %s, want 400 bad_count naming count and 1 to 10000", path, c, got.status, got.body)
 			}
 		}
 	}
 	if got := do(t, "GET", srv.URL+"/api/v1/segment/leaf-segment-test"); got.status != 200 || got.body != `{"ids":["1"]}` {
-		t.Errorf("GET without count = %d %q, want one ID", got.status, got.body)
+		t.Errorf("GET without count = %d %q, want one ID (the refused counts took none)", got.status, got.body)
+	}
+	for _, tt := range []struct{ give, want string }{
+		{"2", `{"ids":["2","3"]}`},
+		{"02", `{"ids":["4","5"]}`}, // leading zeros are harmless: decimal, never octal
+		{"10000", ""},
+	} {
+		got := do(t, "GET", srv.URL+"/api/v1/segment/leaf-segment-test?count="+tt.give)
+		if got.status != 200 || (tt.want != "" && got.body != tt.want) {
+			t.Errorf("GET ?count=%s = %d %.80s, want 200 %s", tt.give, got.status, got.body, tt.want)
+		}
 	}
 	if got := do(t, "GET", srv.URL+"/api/v1/segment/nope?count=5"); got.status != 404 || !strings.Contains(got.body, `"leafCode":-2`) {
 		t.Errorf("unknown tag batch = %d %s, want 404 with leafCode -2", got.status, got.body)
