@@ -1,12 +1,16 @@
 package api
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,11 +40,25 @@ func (h *handler) adminRoutes(r chi.Router) {
 	})
 }
 
+// requireToken lets through requests with the admin bearer token. Every
+// refusal is logged as one warn line (remote address, method, path, reason:
+// missing or wrong token), never with the token presented.
 func (h *handler) requireToken(next http.Handler) http.Handler {
 	want := []byte(h.d.AdminToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+		reason := ""
+		switch {
+		case !ok || got == "":
+			reason = "missing bearer token"
+		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
+			reason = "wrong bearer token"
+		}
+		if reason != "" {
+			h.d.Logger.LogAttrs(r.Context(), slog.LevelWarn, "admin auth failed",
+				slog.String("remote", r.RemoteAddr), slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.String("reason", reason),
+				slog.String("request_id", requestID(r)))
 			w.Header().Set("WWW-Authenticate", `Bearer realm="leaf-go admin"`)
 			h.apiError(w, r, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
 			return
@@ -217,29 +235,83 @@ func (h *handler) adminTag(w http.ResponseWriter, r *http.Request) (string, bool
 	return tag, true
 }
 
+// decodeBody reads r's body, a JSON object, into v, a pointer to a struct
+// whose fields carry json tags. Every failure is answered in the API's terms,
+// never encoding/json's: 413 body_too_large over maxAdminBody; 400 bad_body
+// for an empty body, one that is not JSON, not an object, has an unknown
+// field (`unknown field "foo"`) or a field of the wrong type
+// (`field step: want an integer`). Field names match as encoding/json
+// matches them, ignoring case.
 func (h *handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		msg := err.Error()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		h.apiError(w, r, http.StatusRequestEntityTooLarge, "body_too_large",
+			"request body over "+strconv.Itoa(maxAdminBody>>10)+" KiB")
+		return false
+	case err != nil:
+		h.apiError(w, r, http.StatusBadRequest, "bad_body", "request body could not be read")
+		return false
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		h.apiError(w, r, http.StatusBadRequest, "bad_body", "body is empty: want a JSON object")
+		return false
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		msg := "body is not JSON"
 		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			msg = "wrong JSON type"
-			if typeErr.Field != "" {
-				msg += " for field " + strconv.Quote(typeErr.Field)
+		if errors.As(err, &typeErr) || (err == nil && fields == nil) {
+			msg = "body is JSON but not an object: want {…} with the documented fields"
+		}
+		h.apiError(w, r, http.StatusBadRequest, "bad_body", msg)
+		return false
+	}
+	rv := reflect.ValueOf(v).Elem()
+	rt := rv.Type()
+	used := make(map[string]bool, len(fields))
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		for k, raw := range fields {
+			if !strings.EqualFold(k, name) {
+				continue
 			}
-			msg += ": want a JSON object with the documented fields"
+			used[k] = true
+			if err := json.Unmarshal(raw, rv.Field(i).Addr().Interface()); err != nil {
+				h.apiError(w, r, http.StatusBadRequest, "bad_body", "field "+name+": want "+jsonKind(rt.Field(i).Type))
+				return false
+			}
 		}
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			h.apiError(w, r, http.StatusRequestEntityTooLarge, "body_too_large", "request body over 64 KiB")
-			return false
+	}
+	var unknown []string
+	for k := range fields {
+		if !used[k] {
+			unknown = append(unknown, k)
 		}
-		h.apiError(w, r, http.StatusBadRequest, "bad_body", "request body: "+msg)
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		h.apiError(w, r, http.StatusBadRequest, "bad_body", "unknown field "+strconv.Quote(unknown[0]))
 		return false
 	}
 	return true
+}
+
+// jsonKind names what a field of type t accepts, for bad_body messages.
+func jsonKind(t reflect.Type) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[json.Number]():
+		return "an integer (a JSON number or a string of digits)"
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		return "an integer"
+	}
+	return "a " + t.Kind().String()
 }
 
 // storeError maps store errors of admin calls to statuses.

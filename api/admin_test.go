@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +18,14 @@ import (
 
 func adminServer(t *testing.T, token string) *httptest.Server {
 	t.Helper()
+	srv, _ := adminServerLogs(t, token)
+	return srv
+}
+
+// adminServerLogs is adminServer with the server's JSON log lines kept.
+func adminServerLogs(t *testing.T, token string) (*httptest.Server, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
 	ctx := context.Background()
 	st, err := dsn.Open(ctx, dbtest.SQLite(t), true)
 	if err != nil {
@@ -28,9 +37,10 @@ func adminServer(t *testing.T, token string) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gen.Close() })
-	srv := httptest.NewServer(api.NewHandler(api.Deps{Segment: gen, Store: st, AdminToken: token}))
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Segment: gen, Store: st, AdminToken: token,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil))}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, logs
 }
 
 func call(t *testing.T, method, url, token, body string) answer {
@@ -149,5 +159,113 @@ func TestAdminCreateAfterMiss(t *testing.T) {
 	}
 	if got := call(t, "GET", srv.URL+"/api/segment/get/late", "", ""); got.status != 200 || got.body != "1" {
 		t.Errorf("GET right after the create = %d %s, want 200 and ID 1", got.status, got.body)
+	}
+}
+
+// TestAdminBadBodiesInAPITerms: a malformed admin body is answered 400 in the
+// API's terms (field names as sent, what they want), never with
+// encoding/json's Go-typed messages; a body over the limit is 413; none of
+// them changes a row.
+func TestAdminBadBodiesInAPITerms(t *testing.T) {
+	const tok = "s3cr3t"
+	srv := adminServer(t, tok)
+	tests := []struct {
+		name, method, path, body string
+		want                     int
+		wantMsg                  string
+	}{
+		{"step as string", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":"10"}`, 400, `field step: want an integer`},
+		{"step fraction", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1.5}`, 400, `field step: want an integer`},
+		{"step past int64", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1e30}`, 400, `field step: want an integer`},
+		{"tag as number", "POST", "/api/v1/admin/tags", `{"bizTag":5,"step":1}`, 400, `field bizTag: want a string`},
+		{"maxId not digits", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1,"maxId":"abc"}`, 400, `field maxId: want an integer`},
+		{"maxId bool", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1,"maxId":true}`, 400, `field maxId: want an integer`},
+		{"unknown field", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1,"foo":1}`, 400, `unknown field \"foo\"`},
+		{"cut short", "POST", "/api/v1/admin/tags", `{"bizTag":`, 400, `body is not JSON`},
+		{"trailing data", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1} {}`, 400, `body is not JSON`},
+		{"empty", "POST", "/api/v1/admin/tags", ``, 400, `body is empty`},
+		{"array", "POST", "/api/v1/admin/tags", `[]`, 400, `not an object`},
+		{"null", "POST", "/api/v1/admin/tags", `null`, 400, `not an object`},
+		{"update step as string", "PATCH", "/api/v1/admin/tags/x", `{"step":"a"}`, 400, `field step: want an integer`},
+		{"update description as number", "PUT", "/api/v1/admin/tags/x", `{"description":7}`, 400, `field description: want a string`},
+		{"fence min object", "POST", "/api/v1/admin/tags/x/fence", `{"min":{}}`, 400, `field min: want an integer`},
+		{"too large", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1,"description":"` + strings.Repeat("d", 64<<10) + `"}`, 413, `over 64 KiB`},
+	}
+	for _, tt := range tests {
+		got := call(t, tt.method, srv.URL+tt.path, tok, tt.body)
+		if got.status != tt.want || !strings.Contains(got.body, tt.wantMsg) {
+			t.Errorf("%s: %s %s = %d %s, want %d with %s", tt.name, tt.method, tt.path, got.status, got.body, tt.want, tt.wantMsg)
+		}
+		for _, leak := range []string{"json:", "Go ", "unmarshal", "int64", "struct"} {
+			if strings.Contains(got.body, leak) {
+				t.Errorf("%s: body %s leaks %q", tt.name, got.body, leak)
+			}
+		}
+	}
+	if got := call(t, "GET", srv.URL+"/api/v1/admin/tags", tok, ""); got.status != 200 || got.body != `{"tags":[]}` {
+		t.Errorf("tags after the refused bodies = %d %s, want none", got.status, got.body)
+	}
+	// Field names match ignoring case, as encoding/json matches them.
+	if got := call(t, "POST", srv.URL+"/api/v1/admin/tags", tok, `{"BizTag":"ok","STEP":10}`); got.status != 201 {
+		t.Errorf("create with other-case field names = %d %s, want 201", got.status, got.body)
+	}
+}
+
+// TestAdminAuthFailuresLogged: every refused admin request leaves one warn
+// line with the remote address, method, path and reason, and no token.
+func TestAdminAuthFailuresLogged(t *testing.T) {
+	const tok = "right-token-123"
+	srv, logs := adminServerLogs(t, tok)
+	tests := []struct {
+		name, auth, wantReason string
+	}{
+		{"no header", "", "missing bearer token"},
+		{"other scheme", "Basic c2VjcmV0LXVzZXI6cHc=", "missing bearer token"},
+		{"wrong", "Bearer wrong-token-xyz", "wrong bearer token"},
+		{"prefix of the token", "Bearer right-token-12", "wrong bearer token"},
+	}
+	for _, tt := range tests {
+		req, err := http.NewRequest("POST", srv.URL+"/api/v1/admin/tags", strings.NewReader(`{"bizTag":"x","step":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("%s: status %d, want 401", tt.name, resp.StatusCode)
+		}
+	}
+	if got := call(t, "GET", srv.URL+"/api/v1/admin/tags", tok, ""); got.status != 200 {
+		t.Fatalf("GET with the right token = %d %s", got.status, got.body)
+	}
+
+	var failures []map[string]any
+	for _, l := range logs.lines(t) {
+		if l["msg"] == "admin auth failed" {
+			failures = append(failures, l)
+		}
+	}
+	if len(failures) != len(tests) {
+		t.Fatalf("%d auth failure lines, want %d (one per refusal, none for the right token): %v", len(failures), len(tests), failures)
+	}
+	for i, l := range failures {
+		if l["level"] != "WARN" || l["reason"] != tests[i].wantReason || l["method"] != "POST" ||
+			l["path"] != "/api/v1/admin/tags" || !strings.HasPrefix(l["remote"].(string), "127.0.0.1:") {
+			t.Errorf("%s: line %v, want WARN with reason %q, method, path and remote", tests[i].name, l, tests[i].wantReason)
+		}
+	}
+	logs.mu.Lock()
+	all := logs.b.String()
+	logs.mu.Unlock()
+	for _, secret := range []string{"right-token-12", "wrong-token-xyz", "c2VjcmV0LXVzZXI6cHc="} {
+		if strings.Contains(all, secret) {
+			t.Errorf("the log holds the presented credential %q:\n%s", secret, all)
+		}
 	}
 }
