@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -85,14 +86,30 @@ Twitter's: 41 bits of ms since --epoch-ms, 10 bits of worker, 12 of sequence.`,
 			}
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil || id < 0 {
-				return usagef("decode: %q is not an ID (want a decimal integer in [0, 9223372036854775807])", args[0])
+				return notAnID(args[0])
 			}
 			return writeView(e.stdout, view(l, id, time.Local), asJSON)
 		},
 	}
+	// "decode -1" reaches the flag parser as the shorthand flags "1": say
+	// that it is not an ID rather than "unknown shorthand flag".
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		var unknown interface{ GetSpecifiedShortnames() string }
+		if errors.As(err, &unknown) {
+			if s := unknown.GetSpecifiedShortnames(); s != "" && s[0] >= '0' && s[0] <= '9' {
+				return notAnID("-" + s)
+			}
+		}
+		return c.Root().FlagErrorFunc()(c, err)
+	})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (the shape of the server's /api/v1/snowflake/decode/{id})")
 	cmd.Flags().Int64Var(&epoch, "epoch-ms", snowflake.DefaultEpochMillis, "the layout's epoch in Unix ms (Twitter's and Leaf's by default)")
 	return cmd
+}
+
+// notAnID is decode's usage error for an argument that is not an ID.
+func notAnID(arg string) error {
+	return usagef("decode: %q is not an ID: want a decimal integer from 0 to 9223372036854775807 (snowflake IDs are never negative)", arg)
 }
 
 func newEncodeCmd(e env) *cobra.Command {

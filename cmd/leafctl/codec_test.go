@@ -125,6 +125,13 @@ func TestCodecErrors(t *testing.T) {
 	}{
 		{"decode not a number", []string{"decode", "abc"}, `"abc" is not an ID`},
 		{"decode negative", []string{"decode", "--", "-1"}, `"-1" is not an ID`},
+		// Without "--" the flag parser sees -1 first; still an ID error, not "unknown shorthand flag".
+		{"decode -1", []string{"decode", "-1"}, `"-1" is not an ID: want a decimal integer from 0 to 9223372036854775807`},
+		{"decode -1 --json", []string{"decode", "--json", "-1"}, `"-1" is not an ID`},
+		{"decode -1.5", []string{"decode", "-1.5"}, `"-1.5" is not an ID`},
+		{"decode -huge", []string{"decode", "-99999999999999999999"}, `"-99999999999999999999" is not an ID`},
+		{"decode fraction", []string{"decode", "1.5"}, `"1.5" is not an ID: want a decimal integer from 0 to 9223372036854775807`},
+		{"decode unknown flag", []string{"decode", "-x", "1"}, `unknown shorthand flag: 'x'`},
 		{"decode too big", []string{"decode", "9223372036854775808"}, "is not an ID"},
 		{"decode empty", []string{"decode", ""}, "is not an ID"},
 		{"decode hex", []string{"decode", "0x10"}, "is not an ID"},
