@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,8 +23,8 @@ const (
 	routeUnmatched = "unmatched"
 	// methodOther is the method label of methods outside the standard set.
 	methodOther = "OTHER"
-	// segmentGetRoute is the chi pattern of Leaf's segment route (also
-	// served with a trailing slash); its 500 answers are counted by Leaf code.
+	// segmentGetRoute is the chi pattern of Leaf's segment route; its 500
+	// answers are counted by Leaf code.
 	segmentGetRoute = "/api/segment/get/{key}"
 )
 
@@ -128,7 +127,7 @@ func (m *httpMetrics) observe(r *http.Request, sw *statusWriter, elapsed time.Du
 	p.requests.Inc()
 	p.duration.Observe(elapsed.Seconds())
 
-	if m.segErrs != nil && code == http.StatusInternalServerError && strings.TrimSuffix(route, "/") == segmentGetRoute {
+	if m.segErrs != nil && code == http.StatusInternalServerError && route == segmentGetRoute {
 		if c, ok := leafCode(sw.sniff); ok {
 			tag, err := PathKey(r, "key")
 			if err != nil {
