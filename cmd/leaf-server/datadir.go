@@ -20,13 +20,14 @@ var errDataDirInUse = errors.New("data dir in use by another leaf-server")
 
 // writesDataDir reports whether the server keeps state in DataDir: the
 // SQLite file of the default DSN, segment mode's high-water marks, the
-// static worker ID's time high-water file. A server with segment mode off
-// and a ZooKeeper or SQL worker ID on another database never touches it.
+// static worker ID's time high-water file, and, with snowflake mode on
+// whatever the worker ID source, the layout record (snowflake-layout.json)
+// that refuses an epoch or layout change that could repeat IDs. A
+// new-user trial ran snowflake only with a ZooKeeper worker ID, restarted
+// with --epoch-ms 12 s later and got 485,376 repeated IDs, because no
+// record was kept. Only a server with both modes off never touches it.
 func (c Config) writesDataDir() bool {
-	opensStore := c.SegmentEnabled || (c.SnowflakeEnabled && c.WorkerIDSource == "sql")
-	return c.SegmentEnabled ||
-		(c.SnowflakeEnabled && c.WorkerIDSource == "static") ||
-		(opensStore && c.SegmentDSN == "")
+	return c.SegmentEnabled || c.SnowflakeEnabled
 }
 
 // lockDataDir takes the exclusive lock of dir, creating dir (mode 0o755) and

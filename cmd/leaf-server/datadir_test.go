@@ -24,11 +24,11 @@ func TestWritesDataDir(t *testing.T) {
 		{"defaults", func(*Config) {}, true},
 		{"segment on another database", func(c *Config) { c.SegmentDSN = "postgres://h/db" }, true},
 		{"static snowflake only", func(c *Config) { c.SegmentEnabled = false }, true},
-		{"zookeeper snowflake only", func(c *Config) { c.SegmentEnabled, c.WorkerIDSource = false, "zookeeper" }, false},
+		{"zookeeper snowflake only", func(c *Config) { c.SegmentEnabled, c.WorkerIDSource = false, "zookeeper" }, true},
 		{"sql lease on the default SQLite file", func(c *Config) { c.SegmentEnabled, c.WorkerIDSource = false, "sql" }, true},
 		{"sql lease on another database", func(c *Config) {
 			c.SegmentEnabled, c.WorkerIDSource, c.SegmentDSN = false, "sql", "mysql://u:p@tcp(h:3306)/db"
-		}, false},
+		}, true},
 		{"nothing on", func(c *Config) { c.SegmentEnabled, c.SnowflakeEnabled = false, false }, false},
 	}
 	for _, tt := range tests {

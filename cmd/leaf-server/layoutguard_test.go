@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-go/leaf/internal/dbtest"
+	"github.com/leaf-go/leaf/internal/zktest"
 	"github.com/leaf-go/leaf/snowflake"
 )
 
@@ -70,14 +72,35 @@ func TestCheckLayout(t *testing.T) {
 	}
 }
 
-// TestEpochChangeRefused: the new-user trial's repeat, on the real binary.
-// A server issues snowflake IDs; restarted on the same data dir with the
-// epoch 2 s later it would issue them again (the time mark is wall-clock ms),
-// so it must refuse to start; with the old epoch it serves above its old IDs.
+// TestEpochChangeRefused: the new-user trials' repeats, on the real binary,
+// for every worker ID source. A server issues snowflake IDs; restarted on
+// the same data dir with the epoch 2 s later it would issue them again (the
+// time mark is wall-clock ms), so it must refuse to start; with the old
+// epoch it serves above its old IDs. The ZooKeeper and SQL sources keep no
+// other file in the data dir: before the layout record was written for
+// them too, the restart with the later epoch started and repeated IDs.
 func TestEpochChangeRefused(t *testing.T) {
 	t.Parallel()
+	sources := map[string]func(t *testing.T) []string{
+		"static": func(*testing.T) []string { return []string{"--worker-id-source", "static", "--worker-id", "3"} },
+		"zookeeper": func(t *testing.T) []string {
+			addr := zktest.Addr(t)
+			return []string{"--worker-id-source", "zookeeper", "--zk", addr, "--leaf-name", zktest.Name(t, addr), "--snowflake-port", "7001"}
+		},
+		"sql": func(t *testing.T) []string {
+			return []string{"--worker-id-source", "sql", "--segment-dsn", dbtest.Postgres(t)}
+		},
+	}
+	for name, source := range sources {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testEpochChangeRefused(t, append([]string{"--segment=false", "--snowflake"}, source(t)...))
+		})
+	}
+}
+
+func testEpochChangeRefused(t *testing.T, args []string) {
 	dir := t.TempDir()
-	args := []string{"--segment=false", "--snowflake", "--worker-id-source", "static", "--worker-id", "3"}
 	a := startServer(t, dir, args...)
 	var last int64
 	for range 200 {
