@@ -593,7 +593,8 @@ func TestPortTakenFailsBeforeSideEffects(t *testing.T) {
 }
 
 // TestPprofListen: --pprof-listen serves the Go profiles on its own port and
-// only there; the public port answers 404 for them.
+// only there; the public port answers 404 for them; the command line (which
+// may hold secrets) is not served.
 func TestPprofListen(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -601,7 +602,19 @@ func TestPprofListen(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	p := startServer(t, t.TempDir(), "--pprof-listen", addr)
+	const secret = "pprof-test-admin-secret"
+	p := startServer(t, t.TempDir(), "--pprof-listen", addr, "--admin-token", secret)
+	for _, path := range []string{"/debug/pprof/cmdline", "/debug/pprof/cmdline?x=1", "/debug/pprof/"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), secret) {
+			t.Fatalf("GET %s on the pprof port shows the admin token:\n%s", path, body)
+		}
+	}
 	resp, err := http.Get("http://" + addr + "/debug/pprof/")
 	if err != nil {
 		t.Fatalf("GET pprof index on --pprof-listen %s: %v", addr, err)

@@ -198,11 +198,13 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 }
 
 // pprofHandler serves net/http/pprof's profiles under /debug/pprof/ (index,
-// cmdline, profile, symbol, trace and the named profiles such as heap).
+// profile, symbol, trace and the named profiles such as heap). Not cmdline:
+// the command line can hold --admin-token or a DSN password, which a new-user
+// trial read there.
 func pprofHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", http.NotFound)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
