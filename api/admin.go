@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -46,10 +47,12 @@ func (h *handler) adminRoutes(r chi.Router) {
 func (h *handler) requireToken(next http.Handler) http.Handler {
 	want := []byte(h.d.AdminToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		// The scheme is case-insensitive (RFC 7235 §2.1): "bearer x" is fine.
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		got = strings.TrimLeft(got, " ")
 		reason := ""
 		switch {
-		case !ok || got == "":
+		case !strings.EqualFold(scheme, "Bearer") || got == "":
 			reason = "missing bearer token"
 		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
 			reason = "wrong bearer token"
@@ -103,17 +106,25 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		BizTag      string      `json:"bizTag"`
 		MaxID       json.Number `json:"maxId"`
-		Step        int64       `json:"step"`
+		Step        *int64      `json:"step"`
 		Description string      `json:"description"`
 	}
 	if !h.decodeBody(w, r, &in) {
 		return
 	}
-	row := store.Row{BizTag: in.BizTag, MaxID: 1, Step: in.Step, Description: in.Description}
+	switch {
+	case in.BizTag == "":
+		h.apiError(w, r, http.StatusBadRequest, "bad_body", "field bizTag is required")
+		return
+	case in.Step == nil:
+		h.apiError(w, r, http.StatusBadRequest, "bad_body", "field step is required")
+		return
+	}
+	row := store.Row{BizTag: in.BizTag, MaxID: 1, Step: *in.Step, Description: in.Description}
 	if in.MaxID != "" {
 		n, err := in.MaxID.Int64()
 		if err != nil || n < 1 {
-			h.apiError(w, r, http.StatusBadRequest, "bad_max_id", "maxId must be an integer >= 1")
+			h.apiError(w, r, http.StatusBadRequest, "bad_max_id", "maxId must be an integer in "+fieldRanges["maxId"])
 			return
 		}
 		row.MaxID = n
@@ -214,7 +225,7 @@ func (h *handler) adminFence(w http.ResponseWriter, r *http.Request) {
 	}
 	min, err := in.Min.Int64()
 	if err != nil || min < 1 {
-		h.apiError(w, r, http.StatusBadRequest, "bad_min", "min must be an integer >= 1 (a string is fine)")
+		h.apiError(w, r, http.StatusBadRequest, "bad_min", "min must be an integer in "+fieldRanges["min"]+" (a string is fine)")
 		return
 	}
 	row, err := h.d.Store.Fence(r.Context(), tag, min)
@@ -238,9 +249,12 @@ func (h *handler) adminTag(w http.ResponseWriter, r *http.Request) (string, bool
 // decodeBody reads r's body, a JSON object, into v, a pointer to a struct
 // whose fields carry json tags. Every failure is answered in the API's terms,
 // never encoding/json's: 413 body_too_large over maxAdminBody; 400 bad_body
-// for an empty body, one that is not JSON, not an object, has an unknown
-// field (`unknown field "foo"`) or a field of the wrong type
-// (`field step: want an integer`). Field names match as encoding/json
+// for an empty body, one that is not JSON, has data after the object, is not
+// an object, has an unknown field (`unknown field "foo"`), a field given twice
+// (`field bizTag given twice`, names compared ignoring case), a field of the
+// wrong type (`field step: want an integer in [1, 2147483647]`) or a string
+// that is not valid UTF-8 (`field bizTag: not valid UTF-8`; encoding/json
+// would silently store U+FFFD instead). Field names match as encoding/json
 // matches them, ignoring case.
 func (h *handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
@@ -254,40 +268,40 @@ func (h *handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 		h.apiError(w, r, http.StatusBadRequest, "bad_body", "request body could not be read")
 		return false
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		h.apiError(w, r, http.StatusBadRequest, "bad_body", "body is empty: want a JSON object")
-		return false
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		msg := "body is not JSON"
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) || (err == nil && fields == nil) {
-			msg = "body is JSON but not an object: want {…} with the documented fields"
-		}
+	fields, msg := bodyFields(body)
+	if msg != "" {
 		h.apiError(w, r, http.StatusBadRequest, "bad_body", msg)
 		return false
 	}
 	rv := reflect.ValueOf(v).Elem()
 	rt := rv.Type()
-	used := make(map[string]bool, len(fields))
+	used := make([]bool, len(fields))
 	for i := range rt.NumField() {
 		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
-		for k, raw := range fields {
-			if !strings.EqualFold(k, name) {
+		seen := false
+		for j, f := range fields {
+			if !strings.EqualFold(f.name, name) {
 				continue
 			}
-			used[k] = true
-			if err := json.Unmarshal(raw, rv.Field(i).Addr().Interface()); err != nil {
-				h.apiError(w, r, http.StatusBadRequest, "bad_body", "field "+name+": want "+jsonKind(rt.Field(i).Type))
+			if seen {
+				h.apiError(w, r, http.StatusBadRequest, "bad_body", "field "+name+" given twice")
+				return false
+			}
+			seen, used[j] = true, true
+			if !validJSONText(f.raw) {
+				h.apiError(w, r, http.StatusBadRequest, "bad_body", "field "+name+": not valid UTF-8")
+				return false
+			}
+			if err := json.Unmarshal(f.raw, rv.Field(i).Addr().Interface()); err != nil {
+				h.apiError(w, r, http.StatusBadRequest, "bad_body", "field "+name+": want "+jsonKind(name, rt.Field(i).Type))
 				return false
 			}
 		}
 	}
 	var unknown []string
-	for k := range fields {
-		if !used[k] {
-			unknown = append(unknown, k)
+	for j, f := range fields {
+		if !used[j] {
+			unknown = append(unknown, f.name)
 		}
 	}
 	if len(unknown) > 0 {
@@ -298,18 +312,106 @@ func (h *handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 	return true
 }
 
-// jsonKind names what a field of type t accepts, for bad_body messages.
-func jsonKind(t reflect.Type) string {
+// bodyField is one member of a JSON object body, in the order sent.
+type bodyField struct {
+	name string
+	raw  json.RawMessage
+}
+
+// bodyFields splits body, one JSON object, into its members, duplicates
+// kept (encoding/json keeps only the last). A non-empty msg says in the
+// API's terms why body is not one JSON object.
+func bodyFields(body []byte) (fields []bodyField, msg string) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, "body is empty: want a JSON object"
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var whole json.RawMessage
+	if err := dec.Decode(&whole); err != nil {
+		return nil, "body is not JSON"
+	}
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
+		return nil, "trailing data after the JSON object"
+	}
+	if whole[0] != '{' {
+		return nil, "body is JSON but not an object: want {…} with the documented fields"
+	}
+	// whole is one valid object, so the walk below cannot fail.
+	dec = json.NewDecoder(bytes.NewReader(whole))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, "body is not JSON"
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, "body is not JSON"
+		}
+		name, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, "body is not JSON"
+		}
+		fields = append(fields, bodyField{name, raw})
+	}
+	if !utf8.Valid(body) {
+		// Not in a value (those are checked per field): in a name.
+		invalidName := true
+		for _, f := range fields {
+			if !utf8.Valid(f.raw) {
+				invalidName = false
+			}
+		}
+		if invalidName {
+			return nil, "a field name is not valid UTF-8"
+		}
+	}
+	return fields, ""
+}
+
+// validJSONText reports whether raw, one JSON value, is valid UTF-8 and has
+// no lone surrogate escape ("\udcff"): encoding/json turns both into U+FFFD
+// without an error.
+func validJSONText(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return false
+	}
+	if !bytes.Contains(raw, []byte(`\u`)) {
+		return true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return true // not a string: the type check answers
+	}
+	// Every U+FFFD decoded must have been sent, literally or escaped.
+	sent := bytes.Count(raw, []byte("\uFFFD")) + bytes.Count(bytes.ToLower(raw), []byte(`\ufffd`))
+	return strings.Count(s, "\uFFFD") <= sent
+}
+
+// fieldRanges names the range of the integer fields of admin bodies, for
+// bad_body messages.
+var fieldRanges = map[string]string{
+	"step":  fmt.Sprintf("[1, %d]", store.MaxStep),
+	"maxId": fmt.Sprintf("[1, %d]", int64(store.MaxFence)),
+	"min":   fmt.Sprintf("[1, %d]", int64(store.MaxFence)),
+}
+
+// jsonKind names what the field name of type t accepts, for bad_body
+// messages.
+func jsonKind(name string, t reflect.Type) string {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	integer := "an integer"
+	if rng, ok := fieldRanges[name]; ok {
+		integer += " in " + rng
+	}
 	switch {
 	case t == reflect.TypeFor[json.Number]():
-		return "an integer (a JSON number or a string of digits)"
+		return integer + " (a JSON number or a string of digits)"
 	case t.Kind() == reflect.String:
 		return "a string"
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
-		return "an integer"
+		return integer
 	}
 	return "a " + t.Kind().String()
 }

@@ -182,7 +182,22 @@ func TestAdminBadBodiesInAPITerms(t *testing.T) {
 		{"maxId bool", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1,"maxId":true}`, 400, `field maxId: want an integer`},
 		{"unknown field", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1,"foo":1}`, 400, `unknown field \"foo\"`},
 		{"cut short", "POST", "/api/v1/admin/tags", `{"bizTag":`, 400, `body is not JSON`},
-		{"trailing data", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1} {}`, 400, `body is not JSON`},
+		{"trailing data", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1} {}`, 400, `trailing data after the JSON object`},
+		{"trailing junk", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1}xyz`, 400, `trailing data after the JSON object`},
+		{"tag not UTF-8", "POST", "/api/v1/admin/tags", "{\"bizTag\":\"a\xff\",\"step\":10}", 400, `field bizTag: not valid UTF-8`},
+		{"tag lone surrogate", "POST", "/api/v1/admin/tags", `{"bizTag":"a\udcff","step":10}`, 400, `field bizTag: not valid UTF-8`},
+		{"description not UTF-8", "POST", "/api/v1/admin/tags", "{\"bizTag\":\"x\",\"step\":10,\"description\":\"d\xc3\"}", 400, `field description: not valid UTF-8`},
+		{"update description not UTF-8", "PATCH", "/api/v1/admin/tags/x", "{\"description\":\"\xfe\"}", 400, `field description: not valid UTF-8`},
+		{"name not UTF-8", "POST", "/api/v1/admin/tags", "{\"bizTag\":\"x\",\"step\":10,\"d\xff\":1}", 400, `field name is not valid UTF-8`},
+		{"tag twice other case", "POST", "/api/v1/admin/tags", `{"bizTag":"a1","BIZTAG":"a2","step":10}`, 400, `field bizTag given twice`},
+		{"tag twice same case", "POST", "/api/v1/admin/tags", `{"bizTag":"a1","bizTag":"a2","step":10}`, 400, `field bizTag given twice`},
+		{"update step twice", "PATCH", "/api/v1/admin/tags/x", `{"step":10,"Step":20}`, 400, `field step given twice`},
+		{"step past int64 named range", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":99999999999999999999}`, 400, `field step: want an integer in [1, 2147483647]`},
+		{"maxId past int64 named range", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1,"maxId":"99999999999999999999"}`, 400, `maxId must be an integer in [1, 9223372034707292160]`},
+		{"maxId object named range", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1,"maxId":{}}`, 400, `field maxId: want an integer in [1, 9223372034707292160]`},
+		{"no bizTag", "POST", "/api/v1/admin/tags", `{"step":10}`, 400, `field bizTag is required`},
+		{"empty bizTag", "POST", "/api/v1/admin/tags", `{"bizTag":"","step":10}`, 400, `field bizTag is required`},
+		{"no step", "POST", "/api/v1/admin/tags", `{"bizTag":"x"}`, 400, `field step is required`},
 		{"empty", "POST", "/api/v1/admin/tags", ``, 400, `body is empty`},
 		{"array", "POST", "/api/v1/admin/tags", `[]`, 400, `not an object`},
 		{"null", "POST", "/api/v1/admin/tags", `null`, 400, `not an object`},
@@ -221,6 +236,7 @@ func TestAdminAuthFailuresLogged(t *testing.T) {
 	}{
 		{"no header", "", "missing bearer token"},
 		{"other scheme", "Basic c2VjcmV0LXVzZXI6cHc=", "missing bearer token"},
+		{"lowercase scheme, wrong token", "bearer wrong-token-xyz", "wrong bearer token"},
 		{"wrong", "Bearer wrong-token-xyz", "wrong bearer token"},
 		{"prefix of the token", "Bearer right-token-12", "wrong bearer token"},
 	}
@@ -267,5 +283,55 @@ func TestAdminAuthFailuresLogged(t *testing.T) {
 		if strings.Contains(all, secret) {
 			t.Errorf("the log holds the presented credential %q:\n%s", secret, all)
 		}
+	}
+}
+
+// TestAdminBearerSchemeAnyCase: the auth scheme is case-insensitive (RFC 7235
+// §2.1), the token is not.
+func TestAdminBearerSchemeAnyCase(t *testing.T) {
+	const tok = "Right-Token-123"
+	srv := adminServer(t, tok)
+	tests := []struct {
+		give string
+		want int
+	}{
+		{"Bearer " + tok, 200},
+		{"bearer " + tok, 200},
+		{"BEARER " + tok, 200},
+		{"bEaReR  " + tok, 200},
+		{"bearer " + strings.ToLower(tok), 401},
+		{"bearer", 401},
+		{"Bearerx " + tok, 401},
+	}
+	for _, tt := range tests {
+		req, err := http.NewRequest("GET", srv.URL+"/api/v1/admin/tags", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", tt.give)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("GET with Authorization %q = %d, want %d", tt.give, resp.StatusCode, tt.want)
+		}
+	}
+}
+
+// TestAdminJSONNotHTMLEscaped: API JSON is written as Jackson writes it,
+// without encoding/json's HTML escapes (\u003c, \u003e, \u0026).
+func TestAdminJSONNotHTMLEscaped(t *testing.T) {
+	const tok = "s3cr3t"
+	srv := adminServer(t, tok)
+	got := call(t, "POST", srv.URL+"/api/v1/admin/tags", tok, `{"bizTag":"a<b>&c","step":10,"description":"x > 1 & y < 2"}`)
+	want := `{"bizTag":"a<b>&c","maxId":"1","step":10,"description":"x > 1 & y < 2"}`
+	if got.status != 201 || got.body != want {
+		t.Errorf("create = %d %s, want 201 %s", got.status, got.body, want)
+	}
+	got = call(t, "GET", srv.URL+"/api/v1/nope&<x>", tok, "")
+	if got.status != 404 || !strings.Contains(got.body, `"no route for GET /api/v1/nope&<x>"`) {
+		t.Errorf("GET unknown path = %d %s, want 404 naming the path unescaped", got.status, got.body)
 	}
 }

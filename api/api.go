@@ -93,7 +93,7 @@ func NewHandler(d Deps) http.Handler {
 	if d.MaxBatch <= 0 {
 		d.MaxBatch = DefaultMaxBatch
 	}
-	h := &handler{d: d}
+	h := &handler{d: d, clockLog: &logLimit{every: clockLogEvery}}
 
 	r := chi.NewRouter()
 	h.router = r
@@ -162,6 +162,8 @@ type handler struct {
 	// router is the router NewHandler built, asked for the methods a path
 	// serves when a 405 needs its Allow header.
 	router chi.Routes
+	// clockLog rate-limits the log lines of clock-behind refusals.
+	clockLog *logLimit
 }
 
 // leafMethods are the methods Leaf's method-less mappings serve, in the

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -140,8 +141,8 @@ func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64
 		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
 	}
 	if status >= 500 {
-		h.d.Logger.WarnContext(r.Context(), "batch request failed", "path", r.URL.Path, "leaf_code", leafCode, "err", err,
-			"request_id", requestID(r))
+		h.logIDFailure(r.Context(), "batch request failed", err, slog.String("path", r.URL.Path),
+			slog.Int64("leaf_code", leafCode), slog.String("request_id", requestID(r)))
 	}
 	writeJSON(w, status, apiErrorBody{Status: status, Code: code, Message: err.Error(), Path: r.URL.Path, LeafCode: leafCode})
 }

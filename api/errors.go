@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -34,8 +35,8 @@ func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, 
 	}
 	if code != -2 {
 		// Unknown tags are the caller's mistake; everything else is ours.
-		h.d.Logger.LogAttrs(r.Context(), slog.LevelWarn, "id request failed",
-			slog.String("path", r.URL.Path), slog.Int64("code", code), slog.Any("err", err),
+		h.logIDFailure(r.Context(), "id request failed",
+			err, slog.String("path", r.URL.Path), slog.Int64("code", code),
 			slog.String("request_id", requestID(r)))
 	}
 	writeJSON(w, http.StatusInternalServerError, leafErrorBody{
@@ -138,9 +139,14 @@ func (h *handler) disabled(w http.ResponseWriter, r *http.Request, mode, how str
 }
 
 // writeJSON answers v as JSON with no trailing newline (Spring's Jackson
-// writes none, and Leaf clients may compare bodies).
+// writes none, and Leaf clients may compare bodies) and, as Jackson, without
+// HTML escaping: ">= 1" stays ">= 1", not "\u003e= 1".
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if err != nil {
 		http.Error(w, `{"status":500,"code":"internal","message":"cannot encode answer"}`, http.StatusInternalServerError)
 		return

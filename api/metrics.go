@@ -256,9 +256,10 @@ func (e *tagErrors) prune(live map[string]bool) {
 // safe for concurrent use.
 //
 // A load is labelled with its biz_tag when the tag exists in the store: the
-// allocation succeeded, or the tag was in the last tag list read. Loads of
-// other tags (probes of unknown tags) are counted under an empty biz_tag, so
-// that probing random tags never creates series.
+// allocation succeeded, or the tag was in the last tag list read. A lookup of
+// a tag the store does not have (store.ErrTagNotFound) is not a load and is
+// not recorded. Other failures of tags not in the list are counted under an
+// empty biz_tag, so that probing random tags never creates series.
 type LoadRecorder struct {
 	st       segment.Store
 	loads    *prometheus.CounterVec   // biz_tag, result
@@ -280,7 +281,7 @@ func RecordLoads(st segment.Store) *LoadRecorder {
 		st: st,
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaf_segment_loads_total",
-			Help: "Segment allocation transactions by result (ok, error); biz_tag is empty for tags not in the store.",
+			Help: "Segment allocation transactions by result (ok, error); biz_tag is empty for failures of tags not in the last tag list; a lookup of an unknown tag is not counted.",
 		}, []string{"biz_tag", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "leaf_segment_load_duration_seconds",
@@ -299,11 +300,14 @@ func (l *LoadRecorder) Allocate(ctx context.Context, tag string, step int64) (st
 	a, err := l.st.Allocate(ctx, tag, step)
 	elapsed := time.Since(start)
 
+	if errors.Is(err, store.ErrTagNotFound) {
+		return a, err // a miss, not a failed load
+	}
 	result, label := "ok", tag
 	l.mu.Lock()
 	if err != nil {
 		result = "error"
-		if _, ok := l.listed[tag]; !ok || errors.Is(err, store.ErrTagNotFound) {
+		if _, ok := l.listed[tag]; !ok {
 			label = ""
 		}
 	}

@@ -58,7 +58,10 @@ func TestFailureLogsCarryRequestID(t *testing.T) {
 		t.Fatalf("snowflake.New: %v", err)
 	}
 	var logs syncBuffer
-	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: "static",
+	// The handler's clock moves a second per request below: clock-behind
+	// refusals are logged at most once a second.
+	handlerClock := clocktest.New(time.UnixMilli(1_700_000_000_000))
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: "static", Now: handlerClock.Now,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))}))
 	defer srv.Close()
 	if got := do(t, "GET", srv.URL+"/api/snowflake/get/x"); got.status != 200 {
@@ -78,6 +81,7 @@ func TestFailureLogsCarryRequestID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			handlerClock.Add(time.Second)
 			before := len(logs.lines(t))
 			req, err := http.NewRequest("GET", srv.URL+tt.path, nil)
 			if err != nil {

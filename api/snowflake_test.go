@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/internal/clocktest"
 	"github.com/leaf-go/leaf/snowflake"
 )
 
@@ -161,5 +164,54 @@ func TestSnowflakeGetLeafFormat(t *testing.T) {
 	}
 	if got := do(t, "GET", srv.URL+"/api/snowflake/get/"+strings.Repeat("x", 129)); got.status != 400 {
 		t.Errorf("snowflake get with a 129-character key = %d, want 400", got.status)
+	}
+}
+
+// markAhead is a snowflake.HighWater whose persisted mark lies an hour
+// ahead: every Next is refused with ErrClockBehindMark, as after a restart
+// whose clock is behind the previous run's mark.
+type markAhead struct{}
+
+func (markAhead) Load(context.Context) (time.Time, error) { return time.Now().Add(time.Hour), nil }
+func (markAhead) Store(context.Context, time.Time) error  { return nil }
+
+// TestClockBehindRefusalsLogRateLimited: 1,000 refusals while the clock is
+// behind the persisted high-water mark all answer Leaf's -3 body, but log
+// one warn line per second, the next carrying the count held back.
+func TestClockBehindRefusalsLogRateLimited(t *testing.T) {
+	gen, err := snowflake.New(t.Context(), snowflake.Settings{WorkerID: 3, HighWater: markAhead{}})
+	if err != nil {
+		t.Fatalf("snowflake.New: %v", err)
+	}
+	clock := clocktest.New(time.Now())
+	logs := &syncBuffer{}
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: "static", Now: clock.Now,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil))}))
+	t.Cleanup(srv.Close)
+	paths := []string{"/api/snowflake/get/x", "/api/v1/snowflake?count=2"}
+	for i := range 1000 {
+		got := do(t, "GET", srv.URL+paths[i%2])
+		if got.status != 500 && got.status != 503 {
+			t.Fatalf("GET %s = %d %s, want a refusal", paths[i%2], got.status, got.body)
+		}
+	}
+	clock.Add(time.Second)
+	if got := do(t, "GET", srv.URL+paths[0]); got.status != 500 || !strings.Contains(got.body, "Result{id=-3") {
+		t.Fatalf("GET %s = %d %s, want 500 with code -3", paths[0], got.status, got.body)
+	}
+	var warns []map[string]any
+	for _, l := range logs.lines(t) {
+		if l["level"] == "WARN" {
+			warns = append(warns, l)
+		}
+	}
+	if len(warns) != 2 {
+		t.Fatalf("%d warn lines for 1,001 refusals a second apart, want 2: %v", len(warns), warns)
+	}
+	if !strings.Contains(warns[0]["err"].(string), "high-water mark") || warns[0]["suppressed"] != nil {
+		t.Errorf("first line %v, want the refusal and no suppressed count", warns[0])
+	}
+	if warns[1]["suppressed"] != float64(999) {
+		t.Errorf("second line %v, want suppressed=999", warns[1])
 	}
 }

@@ -75,15 +75,22 @@ var sqliteUp sync.Mutex
 // lock). db is not closed.
 // Errors: ErrDialect, or the driver's error wrapped with the migration.
 func Up(ctx context.Context, db *sql.DB, dialect string) error {
+	_, err := Apply(ctx, db, dialect)
+	return err
+}
+
+// Apply is Up that also returns how many migrations it applied (0 when db
+// was up to date), for tools that report it.
+func Apply(ctx context.Context, db *sql.DB, dialect string) (applied int, err error) {
 	p, err := newProvider(db, dialect)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	switch d, _ := normalise(dialect); d {
 	case "mysql":
 		unlock, err := mysqlLock(ctx, db)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer unlock()
 	case "sqlite":
@@ -92,10 +99,11 @@ func Up(ctx context.Context, db *sql.DB, dialect string) error {
 		sqliteUp.Lock()
 		defer sqliteUp.Unlock()
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate %s up: %w", dialect, err)
+	results, err := p.Up(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("migrate %s up: %w", dialect, err)
 	}
-	return nil
+	return len(results), nil
 }
 
 // Status returns every embedded migration of dialect in version order and

@@ -36,10 +36,18 @@ no-op; concurrent runs (several servers starting at once) are serialised.`,
 				return err
 			}
 			defer db.Close()
-			if err := migrations.Up(ctx, db, dialect); err != nil {
+			n, err := migrations.Apply(ctx, db, dialect)
+			if err != nil {
 				return err
 			}
-			fprintf(e.stdout, "%s is up to date\n", dsn.Redact(g.dsn))
+			switch n {
+			case 0:
+				fprintf(e.stdout, "%s is up to date: no migration to apply\n", dsn.Redact(g.dsn))
+			case 1:
+				fprintf(e.stdout, "%s: applied 1 migration\n", dsn.Redact(g.dsn))
+			default:
+				fprintf(e.stdout, "%s: applied %d migrations\n", dsn.Redact(g.dsn), n)
+			}
 			return printStatus(ctx, e.stdout, db, dialect)
 		},
 	}

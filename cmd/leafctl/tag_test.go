@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,14 @@ func TestTagRoundTrip(t *testing.T) {
 				}
 			}
 			up := must(t, "migrate", "up", "--dsn", d)
+			// A fresh database: up says how many it applied, not "up to date".
+			if n := strings.Count(up.stdout, " yes "); !strings.Contains(up.stdout, fmt.Sprintf(": applied %d migration", n)) ||
+				strings.Contains(up.stdout, "up to date") {
+				t.Errorf("migrate up on a fresh database:\n%s\nwant \"applied %d migration(s)\"", up.stdout, n)
+			}
+			if again := must(t, "migrate", "up", "--dsn", d); !strings.Contains(again.stdout, "is up to date: no migration to apply") {
+				t.Errorf("second migrate up:\n%s\nwant \"is up to date\"", again.stdout)
+			}
 			status := must(t, "migrate", "status", "--dsn", d)
 			for _, out := range []string{up.stdout, status.stdout} {
 				if !strings.Contains(out, "VERSION") || !strings.Contains(out, "00001_leaf_alloc.sql") || strings.Contains(out, " no ") {
@@ -146,6 +155,9 @@ func TestTagErrors(t *testing.T) {
 				{"create step 2^31", []string{"tag", "create", "a", "--step", "2147483648"}, exitUsage, store.ErrBadStep, "2147483648 is outside"},
 				{"create step abc", []string{"tag", "create", "a", "--step", "abc"}, exitUsage, nil, `invalid argument "abc"`},
 				{"create max-id 0", []string{"tag", "create", "a", "--step", "5", "--max-id", "0"}, exitUsage, nil, "--max-id must be at least 1"},
+				{"create tag not UTF-8", []string{"tag", "create", "a\xff", "--step", "5"}, exitUsage, nil, "UTF-8"},
+				{"create description not UTF-8", []string{"tag", "create", "a", "--step", "5", "--description", "d\xc3"}, exitUsage, nil, "UTF-8"},
+				{"update description not UTF-8", []string{"tag", "update", "order", "--description", "\xfe"}, exitUsage, nil, "UTF-8"},
 				{"create long tag", []string{"tag", "create", strings.Repeat("x", 129), "--step", "5"}, exitUsage, nil, "1 to 128 characters"},
 				{"update step 0", []string{"tag", "update", "order", "--step", "0"}, exitUsage, store.ErrBadStep, "0 is outside"},
 				{"update nothing", []string{"tag", "update", "order"}, exitUsage, nil, "nothing to change"},
