@@ -18,12 +18,12 @@ import (
 	"github.com/leaf-go/leaf/store/dsn"
 )
 
-// newServer starts the real handler over loopback on a fresh SQLite store
-// holding the given rows.
-func newServer(t *testing.T, rows ...store.Row) (*httptest.Server, store.Store) {
+// openStore opens (and migrates) the store at storeDSN, closed when the test
+// ends, and creates the given rows in it.
+func openStore(t *testing.T, storeDSN string, rows ...store.Row) store.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := dsn.Open(ctx, dbtest.SQLite(t), true)
+	st, err := dsn.Open(ctx, storeDSN, true)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -33,6 +33,15 @@ func newServer(t *testing.T, rows ...store.Row) (*httptest.Server, store.Store) 
 			t.Fatalf("Create(%q): %v", r.BizTag, err)
 		}
 	}
+	return st
+}
+
+// newServer starts the real handler over loopback on a fresh SQLite store
+// holding the given rows.
+func newServer(t *testing.T, rows ...store.Row) (*httptest.Server, store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	st := openStore(t, dbtest.SQLite(t), rows...)
 	gen, err := segment.New(ctx, st, segment.Config{WaitTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("segment.New: %v", err)
@@ -51,20 +60,8 @@ type answer struct {
 
 func do(t *testing.T, method, url string) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatalf("NewRequest(%s %s): %v", method, url, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("read body: %v", err)
-	}
-	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}
+	a := send(t, method, url, "")
+	return answer{a.status, a.header.Get("Content-Type"), a.body}
 }
 
 type leafBody struct {

@@ -15,7 +15,6 @@ import (
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store"
-	"github.com/leaf-go/leaf/store/dsn"
 )
 
 const adminToken = "s3cr3t"
@@ -25,16 +24,7 @@ const adminToken = "s3cr3t"
 func fullServer(t *testing.T, rows ...store.Row) *httptest.Server {
 	t.Helper()
 	ctx := context.Background()
-	st, err := dsn.Open(ctx, dbtest.SQLite(t), true)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	for _, r := range rows {
-		if err := st.Create(ctx, r); err != nil {
-			t.Fatalf("Create(%q): %v", r.BizTag, err)
-		}
-	}
+	st := openStore(t, dbtest.SQLite(t), rows...)
 	gen, err := segment.New(ctx, st, segment.Config{})
 	if err != nil {
 		t.Fatalf("segment.New: %v", err)
@@ -56,6 +46,8 @@ type fullAnswer struct {
 	body   string
 }
 
+// send makes one request over loopback, with a bearer token unless token is
+// empty, and returns the status, headers and body.
 func send(t *testing.T, method, url, token string) fullAnswer {
 	t.Helper()
 	req, err := http.NewRequest(method, url, nil)

@@ -38,16 +38,7 @@ type opsServer struct {
 func newOpsServer(t *testing.T, storeDSN string, cfg segment.Config, rows ...store.Row) *opsServer {
 	t.Helper()
 	ctx := context.Background()
-	st, err := dsn.Open(ctx, storeDSN, true)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	for _, r := range rows {
-		if err := st.Create(ctx, r); err != nil {
-			t.Fatalf("Create(%q): %v", r.BizTag, err)
-		}
-	}
+	st := openStore(t, storeDSN, rows...)
 	loads := api.RecordLoads(st)
 	gen, err := segment.New(ctx, loads, cfg)
 	if err != nil {
