@@ -103,23 +103,28 @@ func BenchmarkBareChiOverhead(b *testing.B) {
 	b.Run("in-process", func(b *testing.B) { overhead(b, 2000, call(bareChi()), call(bare), "chi", "leaf") })
 	b.Run("in-process-metrics", func(b *testing.B) { overhead(b, 2000, call(bareChi()), call(metered), "chi", "leaf") })
 	b.Run("loopback", func(b *testing.B) {
-		get := func(h http.Handler) func() {
-			srv := httptest.NewServer(h)
-			b.Cleanup(srv.Close)
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-			url := srv.URL + "/api/segment/get/bench"
-			return func() {
-				resp, err := client.Get(url)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Fatalf("GET %s = %d", url, resp.StatusCode)
-				}
-			}
-		}
+		get := func(h http.Handler) func() { return loopbackGet(b, h) }
 		overhead(b, 200, get(bareChi()), get(metered), "chi", "leaf")
 	})
+}
+
+// loopbackGet serves h on a loopback httptest server for the rest of the
+// benchmark and returns a call that GETs /api/segment/get/bench from it once,
+// failing the benchmark on anything but a 200.
+func loopbackGet(b *testing.B, h http.Handler) func() {
+	srv := httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	url := srv.URL + "/api/segment/get/bench"
+	return func() {
+		resp, err := client.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("GET %s = %d", url, resp.StatusCode)
+		}
+	}
 }

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -112,23 +111,7 @@ func BenchmarkMetricsOverhead(b *testing.B) {
 	// healthz does nothing: the difference is the middleware's own cost.
 	b.Run("in-process-healthz", inProcess("/healthz"))
 	b.Run("loopback", func(b *testing.B) {
-		call := func(h http.Handler) func() {
-			srv := httptest.NewServer(h)
-			b.Cleanup(srv.Close)
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-			url := srv.URL + "/api/segment/get/bench"
-			return func() {
-				resp, err := client.Get(url)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Fatalf("GET %s = %d", url, resp.StatusCode)
-				}
-			}
-		}
+		call := func(h http.Handler) func() { return loopbackGet(b, h) }
 		overhead(b, 200, call(bare), call(metered), "bare", "metrics")
 	})
 }
