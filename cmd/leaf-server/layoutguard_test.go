@@ -72,6 +72,21 @@ func TestCheckLayout(t *testing.T) {
 	}
 }
 
+// TestCheckLayoutBadWidths: a record that parses but holds widths no layout
+// can have is refused as an error naming the record, not a panic on a
+// negative shift.
+func TestCheckLayoutBadWidths(t *testing.T) {
+	dir := t.TempDir()
+	rec := `{"epoch_ms":1288834974657,"time_bits":-1,"worker_bits":10,"sequence_bits":12}`
+	if err := os.WriteFile(filepath.Join(dir, layoutFile), []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := checkLayout(dir, snowflake.DefaultLayout(), time.Time{}, time.Now())
+	if !errors.Is(err, snowflake.ErrInvalidLayout) || !strings.Contains(err.Error(), layoutFile) {
+		t.Errorf("checkLayout with time_bits -1 in the record = %v, want %v naming %s", err, snowflake.ErrInvalidLayout, layoutFile)
+	}
+}
+
 // TestEpochChangeRefused: the new-user trials' repeats, on the real binary,
 // for every worker ID source. A server issues snowflake IDs; restarted on
 // the same data dir with the epoch 2 s later it would issue them again (the
