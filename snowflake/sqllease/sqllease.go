@@ -131,7 +131,8 @@ type Lease struct {
 	// floorMillis is the row's high_water_ms at claim, Unix ms.
 	floorMillis int64
 
-	// expiry is what Expiry returns; it points at the zero time once lost or closed.
+	// expiry is what Expiry returns; it points at the zero time once lost or closed (Expiry
+	// then returns expiredAt).
 	expiry atomic.Pointer[time.Time]
 	// lost is closed when a renewal found another generation.
 	lost     chan struct{}
@@ -167,6 +168,10 @@ var (
 	_ snowflake.Lease     = (*Lease)(nil)
 	_ snowflake.HighWater = (*Lease)(nil)
 )
+
+// expiredAt is what Expiry returns once the lease is lost or closed: an instant long past, and
+// not the zero time, which means "never expires" to snowflake.Lease.
+var expiredAt = time.Unix(0, 0).UTC()
 
 // Start claims the lowest free worker ID of opts.Layout in st and starts renewing it. ctx
 // bounds the claim only; the renewals run until Close. Errors: ErrOptions, or the claim's
@@ -264,9 +269,14 @@ func (l *Lease) Generation() int64 { return l.generation }
 
 // Expiry implements snowflake.Lease: the local instant from which the worker ID may belong to
 // another node, lastRenewal + TTL - Margin, where lastRenewal is the local clock read before
-// the last successful claim or renewal was sent. The zero time (long past) once the lease is
-// lost or closed. One atomic load; the generator calls it on every Next.
-func (l *Lease) Expiry() time.Time { return *l.expiry.Load() }
+// the last successful claim or renewal was sent. Once the lease is lost or closed it returns
+// 1970-01-01T00:00:00Z (long past). One atomic load; the generator calls it on every Next.
+func (l *Lease) Expiry() time.Time {
+	if exp := *l.expiry.Load(); !exp.IsZero() {
+		return exp
+	}
+	return expiredAt
+}
 
 // Lost returns a channel that is closed when a renewal finds the worker ID held by another
 // generation. The Lease is then dead for good: Expiry stays in the past and the generator
@@ -455,7 +465,7 @@ func (l *Lease) State() State {
 		TTL:                 l.ttl,
 		Renew:               l.renew,
 		Margin:              l.margin,
-		Expires:             l.Expiry(),
+		Expires:             *l.expiry.Load(),
 		LastRenewal:         l.lastRenewal,
 		DBExpires:           l.dbExpires,
 		Renewals:            l.renewals,
