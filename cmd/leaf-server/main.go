@@ -132,13 +132,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	if cfg.SnowflakeEnabled {
-		sf, err := startSnowflake(ctx, cfg, st, log)
+		gen, src, err := startSnowflake(ctx, cfg, st, log)
 		if err != nil {
 			return fmt.Errorf("start snowflake mode: %w", err)
 		}
-		defer sf.close()
-		deps.Snowflake, deps.SnowflakeSource, deps.SnowflakeState = sf.gen, cfg.WorkerIDSource, sf.state
-		deps.SnowflakeReady, deps.SnowflakeHeartbeat = sf.ready, sf.beat
+		defer closeSource(src)
+		deps.Snowflake, deps.SnowflakeSource = gen, src
 	}
 
 	srv := &http.Server{

@@ -115,9 +115,8 @@ type Options struct {
 }
 
 // Lease is a claimed worker ID, renewed in the background until Close or until it is lost.
-// It implements snowflake.Lease and snowflake.HighWater; pass it as both
-// snowflake.Settings.Lease and snowflake.Settings.HighWater, with WorkerID(). Safe for
-// concurrent use.
+// It is the "sql" snowflake.Source (and so a snowflake.Lease and a snowflake.HighWater): pass
+// it as snowflake.Settings.Source. Safe for concurrent use.
 type Lease struct {
 	st         Store
 	owner      string
@@ -164,10 +163,7 @@ type Lease struct {
 	isLost, closed bool
 }
 
-var (
-	_ snowflake.Lease     = (*Lease)(nil)
-	_ snowflake.HighWater = (*Lease)(nil)
-)
+var _ snowflake.Source = (*Lease)(nil)
 
 // expiredAt is what Expiry returns once the lease is lost or closed: an instant long past, and
 // not the zero time, which means "never expires" to snowflake.Lease.

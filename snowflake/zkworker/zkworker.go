@@ -81,7 +81,8 @@ const (
 	SourceCache     = "cache"
 )
 
-// Worker is a claimed worker ID. It is also the generator's snowflake.HighWater: the mark is
+// Worker is a claimed worker ID, the "zookeeper" snowflake.Source: pass it as
+// snowflake.Settings.Source. It is the generator's snowflake.HighWater: the mark is
 // kept in the ZooKeeper node's timestamp and in the cache file. Close stops the upload goroutine
 // and the ZooKeeper session (the persistent node stays, as in Leaf). Safe for concurrent use.
 type Worker struct {
@@ -110,7 +111,7 @@ type Worker struct {
 	uploadErr  atomic.Pointer[string]
 }
 
-var _ snowflake.HighWater = (*Worker)(nil)
+var _ snowflake.Source = (*Worker)(nil)
 
 // endpoint is the node data, field for field and in order as Leaf's Endpoint serialised by
 // Jackson: {"ip":"…","port":"…","timestamp":<ms>}.
@@ -167,8 +168,8 @@ func Claim(ctx context.Context, o Options) (*Worker, error) {
 	return w, nil
 }
 
-// ID returns the claimed worker ID.
-func (w *Worker) ID() int64 { return w.id }
+// WorkerID returns the claimed worker ID. It implements snowflake.Source.
+func (w *Worker) WorkerID() int64 { return w.id }
 
 // Load returns the mark found at claim time: the reused node's timestamp or the cache file's,
 // whichever is later (zero for a new node without a cache). Claim has already waited for the
@@ -249,9 +250,10 @@ func msTime(ms int64) time.Time {
 
 // Close stops the upload goroutine (which first uploads a mark the node does not have yet),
 // closes the ZooKeeper session and waits for the goroutine. An upload hung on a broken connection
-// is cut off after the session timeout. The node stays (it is persistent, as in Leaf). Safe to
-// call more than once.
-func (w *Worker) Close() error {
+// is cut off after the session timeout, or when ctx ends if that comes first. The node stays (it
+// is persistent, as in Leaf), so there is nothing to release and Close returns nil. Safe to
+// call more than once. It implements snowflake.Source.
+func (w *Worker) Close(ctx context.Context) error {
 	w.close.Do(func() {
 		if w.cancel != nil {
 			w.cancel()
@@ -260,6 +262,7 @@ func (w *Worker) Close() error {
 			select {
 			case <-w.done:
 			case <-time.After(w.opts.SessionTimeout):
+			case <-ctx.Done():
 			}
 			w.conn.Load().Close()
 			<-w.done
