@@ -87,13 +87,12 @@ func TestCheckLayoutBadWidths(t *testing.T) {
 	}
 }
 
-// TestEpochChangeRefused: the new-user trials' repeats, on the real binary,
-// for every worker ID source. A server issues snowflake IDs; restarted on
-// the same data dir with the epoch 2 s later it would issue them again (the
-// time mark is wall-clock ms), so it must refuse to start; with the old
-// epoch it serves above its old IDs. The ZooKeeper and SQL sources keep no
-// other file in the data dir: before the layout record was written for
-// them too, the restart with the later epoch started and repeated IDs.
+// TestEpochChangeRefused: on the real binary, for every worker ID source. A
+// server issues snowflake IDs; restarted on the same data dir with the epoch
+// 2 s later it would issue them again (the time mark is wall-clock ms), so
+// it must refuse to start; with the old epoch it serves above its old IDs.
+// The ZooKeeper and SQL sources keep no other file in the data dir, so the
+// layout record must be written for them too.
 func TestEpochChangeRefused(t *testing.T) {
 	t.Parallel()
 	sources := map[string]func(t *testing.T) []string{

@@ -1,13 +1,16 @@
-// Package sqllease is the `sql` worker ID source of SPEC §3: a snowflake worker ID leased
-// from a table (leaf_worker_lease) in the same database as the segments, through the small
-// Store interface that store/postgres, store/mysql and store/sqlite implement. It imports no
-// driver.
+// Package sqllease is the `sql` worker ID source of docs/contract.md §3: a snowflake worker
+// ID leased from a table (leaf_worker_lease) in the same database as the segments, through
+// the small Store interface that store/postgres, store/mysql and store/sqlite implement. It
+// imports no driver. Its Lease is a snowflake.Source.
 //
 // Start claims the lowest free worker ID in one transaction; the claim bumps the row's
 // generation, the fencing token. A goroutine owned by the Lease renews it every Renew (3 s)
-// for TTL (10 s) of database time. Two rules keep IDs unique across holders (the lease
-// article in /work/shared/seeds/000: "Leases brauchen zwei Regeln"; fencing tokens:
-// /work/shared/seeds/003, §worker ID allocation):
+// for TTL (10 s) of database time. A lease alone does not keep IDs unique: a holder that
+// pauses (a long GC, a stopped VM, a cut network) can wake up after the database has handed
+// its worker ID to another node, still believing it holds it, and its clock may differ from
+// the new holder's. So two rules keep IDs unique across holders: the holder stops on its own
+// before the database can hand the worker ID on, and what must survive a change of holder
+// lives in the row, written only under the holder's generation:
 //
 //  1. Stop issuing before the database may hand the ID to someone else. Expiry is the local
 //     monotonic instant taken just before the last successful renewal was sent, plus TTL
@@ -42,7 +45,8 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// Defaults used by Start for zero Options fields (SPEC §3: TTL 10 s, renew every 3 s).
+// Defaults used by Start for zero Options fields (docs/contract.md §3: TTL 10 s, renew every
+// 3 s).
 const (
 	// DefaultTTL is the lease time granted by each claim and renewal, in database time.
 	DefaultTTL = 10 * time.Second

@@ -1,6 +1,7 @@
 // Package zkworker claims a snowflake worker ID in ZooKeeper exactly the way Meituan Leaf's
 // SnowflakeZookeeperHolder does, so that Java Leaf nodes and leaf-go nodes can share one
-// namespace, and it keeps the generator's time high-water mark in the claimed node.
+// namespace, and it keeps the generator's time high-water mark in the claimed node. Its
+// Worker is the "zookeeper" snowflake.Source.
 //
 // # ZooKeeper layout (Leaf's)
 //
@@ -25,7 +26,7 @@
 //   - A reused node (or cache file) whose timestamp is ahead of our clock is waited out for up to
 //     Options.StartWait and is otherwise a fatal error (ErrClockBehind); Leaf logs it, falls back
 //     to the cache file and starts anyway.
-//   - The timestamp is a high-water mark: Worker implements snowflake.HighWater. The node and
+//   - The timestamp is a high-water mark: Worker is a snowflake.HighWater. The node and
 //     the cache file (extra line `timestamp=<ms>`, ignored by Leaf) hold the highest millisecond
 //     the generator may have reached, which lies up to snowflake.DefaultHighWaterWindow ahead of
 //     the clock; a restart waits until its clock has passed it. (A Java Leaf node restarting on
