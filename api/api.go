@@ -34,19 +34,15 @@ type Deps struct {
 	// Snowflake serves /api/snowflake/get/{key}; nil when snowflake mode is
 	// off (decode and encode then use snowflake.DefaultLayout).
 	Snowflake *snowflake.Generator
-	// SnowflakeSource names the worker ID source (static, zookeeper, sql)
-	// for /api/v1/snowflake/status.
-	SnowflakeSource string
-	// SnowflakeState, when set, adds the source's state (lease or ZooKeeper
-	// session) to /api/v1/snowflake/status.
-	SnowflakeState func() any
-	// SnowflakeHeartbeat, when set, returns the instant of the worker ID
-	// source's last successful lease renewal or ZooKeeper upload (zero when
-	// none yet); /metrics shows its age.
-	SnowflakeHeartbeat func() time.Time
-	// SnowflakeReady, when set, reports whether the worker ID source can
-	// still back new IDs (a lost SQL lease cannot); /readyz uses it.
-	SnowflakeReady func() error
+	// SnowflakeSource is the worker ID source behind Snowflake
+	// (snowflake.StaticSource, zkworker.Worker, sqllease.Lease).
+	// /api/v1/snowflake/status shows its Name as "source" and its Details as
+	// "sourceState"; /readyz asks its Ready (a lost SQL lease is not ready);
+	// /metrics labels the worker ID with its Name and shows the age of its
+	// LastHeartbeat. Nil means source "" on the status page, "unknown" on
+	// /metrics, no sourceState, no heartbeat, and a source that is always
+	// ready.
+	SnowflakeSource snowflake.Source
 	// Logger receives server-side failures only; nil means slog.Default().
 	Logger *slog.Logger
 	// Now stamps Leaf error bodies (ms); nil means time.Now.
@@ -242,11 +238,9 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.d.Snowflake != nil {
 		checks["snowflake"] = "ok"
-		if h.d.SnowflakeReady != nil {
-			if err := h.d.SnowflakeReady(); err != nil {
-				checks["snowflake"] = err.Error()
-				ready = false
-			}
+		if err := h.snowflakeReady(); err != nil {
+			checks["snowflake"] = err.Error()
+			ready = false
 		}
 	}
 	status := http.StatusOK

@@ -35,7 +35,7 @@ func fullServer(t *testing.T, rows ...store.Row) *httptest.Server {
 		t.Fatalf("snowflake.New: %v", err)
 	}
 	srv := httptest.NewServer(api.NewHandler(api.Deps{Segment: gen, Store: st, Snowflake: sf,
-		SnowflakeSource: "static", AdminToken: adminToken, Registerer: prometheus.NewRegistry()}))
+		AdminToken: adminToken, Registerer: prometheus.NewRegistry()}))
 	t.Cleanup(srv.Close)
 	return srv
 }

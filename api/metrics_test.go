@@ -21,7 +21,6 @@ import (
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/faultproxy"
 	"github.com/leaf-go/leaf/segment"
-	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -318,12 +317,9 @@ func TestMetricsPromtool(t *testing.T) {
 }
 
 func TestSnowflakeMetrics(t *testing.T) {
-	gen, err := snowflake.New(t.Context(), snowflake.Settings{WorkerID: 237})
-	if err != nil {
-		t.Fatalf("snowflake.New: %v", err)
-	}
+	gen, src := newStaticSnowflake(t, 237)
 	reg := prometheus.NewRegistry()
-	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: "static", Registerer: reg}))
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: src, Registerer: reg}))
 	defer srv.Close()
 	for range 5 {
 		if got := do(t, "GET", srv.URL+"/api/snowflake/get/x"); got.status != 200 {

@@ -60,11 +60,15 @@ func newOps(h *handler) *ops {
 		reg.MustRegister(newSegmentCollector(o.tracker, o.metrics.segErrs, h.d.Loads))
 	}
 	if h.d.Snowflake != nil {
-		source := h.d.SnowflakeSource
-		if source == "" {
-			source = "unknown"
+		source := "unknown"
+		var heartbeat func() time.Time
+		if src := h.d.SnowflakeSource; src != nil {
+			if name := src.Name(); name != "" {
+				source = name
+			}
+			heartbeat = src.LastHeartbeat
 		}
-		reg.MustRegister(newSnowflakeCollector(h.d.Snowflake, source, h.d.Now, h.d.SnowflakeHeartbeat))
+		reg.MustRegister(newSnowflakeCollector(h.d.Snowflake, source, h.d.Now, heartbeat))
 	}
 	return o
 }

@@ -61,7 +61,7 @@ func TestFailureLogsCarryRequestID(t *testing.T) {
 	// The handler's clock moves a second per request below: clock-behind
 	// refusals are logged at most once a second.
 	handlerClock := clocktest.New(time.UnixMilli(1_700_000_000_000))
-	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: "static", Now: handlerClock.Now,
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, Now: handlerClock.Now,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))}))
 	defer srv.Close()
 	if got := do(t, "GET", srv.URL+"/api/snowflake/get/x"); got.status != 200 {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -142,7 +143,7 @@ func (h *handler) snowflakeStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	out := map[string]any{
 		"workerId":            s.WorkerID,
-		"source":              h.d.SnowflakeSource,
+		"source":              h.sourceName(),
 		"lastIssued":          ts(s.LastIssued),
 		"floor":               ts(s.Floor),
 		"highWater":           ts(s.HighWater),
@@ -155,8 +156,36 @@ func (h *handler) snowflakeStatus(w http.ResponseWriter, r *http.Request) {
 		"layout":              s.Layout.Describe(0).Layout,
 		"layoutEnd":           ts(s.Layout.End()),
 	}
-	if h.d.SnowflakeState != nil {
-		out["sourceState"] = h.d.SnowflakeState()
+	if src := h.d.SnowflakeSource; src != nil {
+		if details := src.Details(); details != nil {
+			out["sourceState"] = details
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// sourceName is the worker ID source's name, "" without one.
+func (h *handler) sourceName() string {
+	if h.d.SnowflakeSource == nil {
+		return ""
+	}
+	return h.d.SnowflakeSource.Name()
+}
+
+// snowflakeReady is the snowflake check of /readyz: nil when the worker ID
+// source still backs IDs (Source.Ready) and the clock has passed the
+// high-water mark the generator loaded at start. After a restart that mark
+// may lie ahead of the clock (it is stored ahead of the IDs issued): until
+// the clock passes it every snowflake request is refused, so the server is
+// not ready.
+func (h *handler) snowflakeReady() error {
+	if src := h.d.SnowflakeSource; src != nil {
+		if err := src.Ready(); err != nil {
+			return err
+		}
+	}
+	if behind := h.d.Snowflake.Stats().Floor.Sub(h.d.Now()); behind > 0 {
+		return fmt.Errorf("clock behind the persisted high-water mark by %v: no snowflake IDs until it passes", behind.Round(time.Millisecond))
+	}
+	return nil
 }

@@ -3,13 +3,17 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/internal/clocktest"
@@ -18,13 +22,23 @@ import (
 
 func newSnowflakeServer(t *testing.T, worker int64) *httptest.Server {
 	t.Helper()
-	gen, err := snowflake.New(t.Context(), snowflake.Settings{WorkerID: worker})
+	gen, src := newStaticSnowflake(t, worker)
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: src}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newStaticSnowflake returns a generator on a static worker ID source, its
+// high-water mark in a file of the test's temporary directory, wired as
+// leaf-server wires it.
+func newStaticSnowflake(t *testing.T, worker int64) (*snowflake.Generator, *snowflake.StaticSource) {
+	t.Helper()
+	src := snowflake.NewStaticSource(worker, filepath.Join(t.TempDir(), "snowflake.highwater"))
+	gen, err := snowflake.New(t.Context(), snowflake.Settings{Source: src})
 	if err != nil {
 		t.Fatalf("snowflake.New: %v", err)
 	}
-	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: "static"}))
-	t.Cleanup(srv.Close)
-	return srv
+	return gen, src
 }
 
 type idView struct {
@@ -185,7 +199,7 @@ func TestClockBehindRefusalsLogRateLimited(t *testing.T) {
 	}
 	clock := clocktest.New(time.Now())
 	logs := &syncBuffer{}
-	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: "static", Now: clock.Now,
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, Now: clock.Now,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))}))
 	t.Cleanup(srv.Close)
 	paths := []string{"/api/snowflake/get/x", "/api/v1/snowflake?count=2"}
@@ -213,5 +227,77 @@ func TestClockBehindRefusalsLogRateLimited(t *testing.T) {
 	}
 	if warns[1]["suppressed"] != float64(999) {
 		t.Errorf("second line %v, want suppressed=999", warns[1])
+	}
+}
+
+// fakeSource is a worker ID source whose readiness, heartbeat and details
+// the test sets, as a lost SQL lease or a ZooKeeper node reports them.
+type fakeSource struct {
+	*snowflake.StaticSource
+	ready     error
+	heartbeat time.Time
+}
+
+func (s *fakeSource) Name() string             { return "sql" }
+func (s *fakeSource) Ready() error             { return s.ready }
+func (s *fakeSource) LastHeartbeat() time.Time { return s.heartbeat }
+func (s *fakeSource) Details() any             { return map[string]any{"generation": 7, "lost": s.ready != nil} }
+
+// TestSnowflakeSourceOnProbes: the status page, /readyz and /metrics read
+// the one worker ID source given in Deps.
+func TestSnowflakeSourceOnProbes(t *testing.T) {
+	src := &fakeSource{StaticSource: snowflake.NewStaticSource(5, filepath.Join(t.TempDir(), "hw"))}
+	gen, err := snowflake.New(t.Context(), snowflake.Settings{Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	src.heartbeat = now.Add(-1500 * time.Millisecond)
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen, SnowflakeSource: src, Registerer: reg,
+		Now: func() time.Time { return now }}))
+	t.Cleanup(srv.Close)
+
+	st := do(t, "GET", srv.URL+"/api/v1/snowflake/status")
+	var status struct {
+		WorkerID    int64  `json:"workerId"`
+		Source      string `json:"source"`
+		SourceState struct {
+			Generation int64 `json:"generation"`
+			Lost       bool  `json:"lost"`
+		} `json:"sourceState"`
+	}
+	if err := json.Unmarshal([]byte(st.body), &status); err != nil || status.WorkerID != 5 || status.Source != "sql" || status.SourceState.Generation != 7 {
+		t.Errorf("GET /api/v1/snowflake/status = %d %s (%v), want worker 5, source sql, sourceState generation 7", st.status, st.body, err)
+	}
+	if got := do(t, "GET", srv.URL+"/readyz"); got.status != 200 || !strings.Contains(got.body, `"snowflake":"ok"`) {
+		t.Errorf("GET /readyz = %d %s, want 200 with snowflake ok", got.status, got.body)
+	}
+	if got, ok := value(t, reg, "leaf_snowflake_source_heartbeat_age_seconds"); !ok || got != 1.5 {
+		t.Errorf("leaf_snowflake_source_heartbeat_age_seconds = %v (found %v), want 1.5", got, ok)
+	}
+	if got, ok := value(t, reg, "leaf_snowflake_worker_id", "source", "sql"); !ok || got != 5 {
+		t.Errorf("leaf_snowflake_worker_id{source=\"sql\"} = %v (found %v), want 5", got, ok)
+	}
+
+	src.ready = errors.New("worker ID lease lost: restart leaf-server to claim a new one")
+	got := do(t, "GET", srv.URL+"/readyz")
+	if got.status != 503 || !strings.Contains(got.body, `"snowflake":"worker ID lease lost: restart leaf-server to claim a new one"`) {
+		t.Errorf("GET /readyz with the lease lost = %d %s, want 503 with the source's reason", got.status, got.body)
+	}
+}
+
+// TestReadyBehindMark: while the clock is behind the high-water mark the
+// generator loaded at start, /readyz answers 503 and says by how much.
+func TestReadyBehindMark(t *testing.T) {
+	gen, err := snowflake.New(t.Context(), snowflake.Settings{WorkerID: 3, HighWater: markAhead{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: gen}))
+	t.Cleanup(srv.Close)
+	got := do(t, "GET", srv.URL+"/readyz")
+	if got.status != 503 || !strings.Contains(got.body, "clock behind the persisted high-water mark by 5") {
+		t.Errorf("GET /readyz with the mark an hour ahead = %d %s, want 503 saying the clock is behind by 59m59.9…s", got.status, got.body)
 	}
 }

@@ -29,7 +29,7 @@
 // Generator.Next issues IDs for one worker ID. It follows Leaf's rules for clock steps back (up
 // to 5 ms: wait twice the offset, then error -1; more: error -3 at once) but does not hold its
 // lock while it waits, bounds the wait for the next millisecond, and persists a time high-water
-// mark (HighWater, e.g. FileHighWater or the ZooKeeper node of zkworker) so that a restarted
+// mark (HighWater, kept by the worker ID's Source) so that a restarted
 // generator issues nothing until its clock has passed every millisecond an earlier run may have
 // used. Code maps errors to Leaf's result codes. Its default clock, AnchoredClock, reads the
 // wall clock as an anchor plus monotonic time and compares with the wall clock every millisecond,
@@ -37,16 +37,23 @@
 //
 // # Worker IDs
 //
-// The worker ID comes from outside the generator (Settings.WorkerID):
-//   - static configuration, checked with Layout.CheckWorker (see Settings.WorkerID for the risk);
-//   - package snowflake/zkworker: Leaf's ZooKeeper layout, shared with Java Leaf nodes; its
-//     Worker is also the HighWater (node timestamp plus local cache file);
-//   - a SQL lease table (not written yet; it needs package store). It will hand the generator
-//     three things through Settings: WorkerID (the lowest free row it claimed), HighWater (Load
-//     and Store of the time mark kept in the lease row, using the database's clock for the
-//     lease itself), and Lease (Expiry() = last successful renewal + TTL − margin, read from an
-//     atomic), so that Next stops issuing as soon as the lease may have expired. Its owner
-//     renews every 3 s in a goroutine stopped by Close, like zkworker.Worker.
+// The worker ID comes from outside the generator, from a [Source] given as Settings.Source.
+// A Source hands the generator its worker ID, keeps its time high-water mark (HighWater) and
+// says until when it may back IDs (Lease); leaf-server's probes read its readiness, heartbeat
+// and details. Three sources exist (docs/contract.md §3; docs/architecture.md maps them to
+// files):
+//   - [StaticSource]: a configured worker ID, checked by New with Layout.CheckWorker (see
+//     Settings.WorkerID for the risk), the mark in a local file (FileHighWater);
+//   - package snowflake/zkworker: Leaf's ZooKeeper layout, shared with Java Leaf nodes; the
+//     mark in the node's timestamp plus Leaf's local cache file;
+//   - package snowflake/sqllease: the lowest free row of a lease table in the segment
+//     database, renewed every 3 s with a TTL measured by the database's clock; the mark in the
+//     row. Its Expiry (last successful renewal + TTL − margin) stops Next as soon as the lease
+//     may have expired.
+//
+// Settings.WorkerID, HighWater and Lease remain for callers that wire the three parts
+// themselves. CheckLayoutChange says whether a new Layout may follow an old one on the same
+// worker IDs without repeating IDs.
 //
 // This package imports only the standard library (and the module's internal/atomicfile).
 package snowflake

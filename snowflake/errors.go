@@ -46,6 +46,9 @@ var (
 	// ErrLeaseExpired is returned by Generator.Next once Settings.Lease reports that the worker
 	// ID may belong to another node. Code -1.
 	ErrLeaseExpired = errors.New("snowflake: worker ID lease may have expired")
+	// ErrLayoutChange is returned by CheckLayoutChange when IDs of the new layout could repeat
+	// IDs that the old layout issued.
+	ErrLayoutChange = errors.New("snowflake: IDs of the new layout would repeat IDs already issued")
 )
 
 // ClockBackwardsError is returned by Generator.Next when the clock reads behind a time the

@@ -7,7 +7,7 @@ import (
 	"github.com/leaf-go/leaf/snowflake"
 )
 
-// The first worked example of SPEC §6: one second after Twitter's epoch, datacenter 1, machine 1.
+// The first worked example of docs/contract.md §6: one second after Twitter's epoch, datacenter 1, machine 1.
 func ExampleComposeTwitter() {
 	id, err := snowflake.ComposeTwitter(1288834975657, 1, 1, 0)
 	if err != nil {
@@ -17,7 +17,7 @@ func ExampleComposeTwitter() {
 	// Output: 4194439168
 }
 
-// The second worked example of SPEC §6, decoded back in both views of the worker bits.
+// The second worked example of docs/contract.md §6, decoded back in both views of the worker bits.
 func ExampleDecompose() {
 	id, err := snowflake.ComposeTwitter(1700000000000, 7, 13, 4095)
 	if err != nil {

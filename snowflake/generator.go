@@ -29,23 +29,24 @@ const (
 // not move at all; past it Next fails with ErrClockBehind instead of waiting for ever.
 const maxStall = 20 * time.Millisecond
 
-// Lease is a time-limited claim on the worker ID (the SQL lease source will implement it; see
-// the package doc). Expiry returns the instant from which another node may own the worker ID;
-// Next refuses with ErrLeaseExpired from then on. It is called on every Next, so it must be
-// cheap (an atomic load) and safe for concurrent use.
+// Lease is a time-limited claim on the worker ID, such as sqllease.Lease. Expiry returns the
+// instant from which another node may own the worker ID; Next refuses with ErrLeaseExpired
+// from then on. The zero time means no expiry (a Source without a lease); a lease that was
+// lost or released returns an instant in the past. Expiry is called on every Next, so it must
+// be cheap (an atomic load) and safe for concurrent use.
 type Lease interface {
 	Expiry() time.Time
 }
 
 // Settings configure New. The zero value means the defaults: DefaultLayout, worker ID 0, the
 // system clock (an AnchoredClock), Leaf's random sequence start, a 5 ms backward wait and no
-// persisted high-water mark (memory only — set HighWater in production).
+// persisted high-water mark (memory only — set Source, or HighWater, in production).
 type Settings struct {
 	// Layout is the bit layout; the zero Layout means DefaultLayout(). New validates it
 	// (ErrInvalidLayout).
 	Layout Layout
 	// WorkerID is this generator's worker ID, 0..Layout.MaxWorker() (ErrWorkerRange). It comes
-	// from a worker ID source (zkworker, a static value, the SQL lease). Two generators with the
+	// from a worker ID source (see Source); leave it 0 when Source is set. Two generators with the
 	// same worker ID and layout issue duplicate IDs: a static ID (config, a StatefulSet ordinal)
 	// is only as unique as the deployment that hands it out — a copied config or a force-deleted
 	// pod is enough to break it.
@@ -71,6 +72,11 @@ type Settings struct {
 	HighWaterWindow time.Duration
 	// Lease, when set, stops Next from issuing IDs once Lease.Expiry() has passed.
 	Lease Lease
+	// Source, when set, supplies the worker ID, the high-water mark and the lease: New takes
+	// Source.WorkerID() as WorkerID, Source as HighWater, and Source as Lease unless its
+	// Expiry is the zero time (a source without a lease). WorkerID, HighWater and Lease must
+	// then be left zero; New refuses a Settings that sets both.
+	Source Source
 }
 
 // Generator issues snowflake IDs for one worker ID, as Leaf's SnowflakeIDGenImpl does, with
@@ -116,8 +122,17 @@ type Generator struct {
 // New returns a Generator for s. It validates the layout at the clock's current time and the
 // worker ID, and loads the high-water mark (which may block on I/O, bounded by ctx). Errors:
 // ErrInvalidLayout, ErrWorkerRange, ErrHighWater, or a settings error for an out-of-range
-// HighWaterWindow.
+// HighWaterWindow or for Source given together with WorkerID, HighWater or Lease.
 func New(ctx context.Context, s Settings) (*Generator, error) {
+	if s.Source != nil {
+		if s.WorkerID != 0 || s.HighWater != nil || s.Lease != nil {
+			return nil, fmt.Errorf("snowflake: Settings.Source %q given with WorkerID, HighWater or Lease", s.Source.Name())
+		}
+		s.WorkerID, s.HighWater = s.Source.WorkerID(), s.Source
+		if !s.Source.Expiry().IsZero() {
+			s.Lease = s.Source
+		}
+	}
 	if s.Layout.isZero() {
 		s.Layout = DefaultLayout()
 	}
@@ -231,7 +246,7 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 				return 0, interrupted(err)
 			}
 			continue
-		case g.lease != nil && !now.Before(g.lease.Expiry()):
+		case g.lease != nil && expired(now, g.lease.Expiry()):
 			exp := g.lease.Expiry()
 			g.mu.Unlock()
 			return 0, fmt.Errorf("%w: expired at %s", ErrLeaseExpired, exp.UTC().Format(time.RFC3339Nano))
@@ -303,6 +318,10 @@ func (g *Generator) raiseMark(ctx context.Context, ms int64) error {
 	g.mu.Unlock()
 	return nil
 }
+
+// expired reports whether a lease with expiry exp no longer backs IDs at now; the zero time
+// never expires.
+func expired(now, exp time.Time) bool { return !exp.IsZero() && !now.Before(exp) }
 
 func interrupted(err error) error { return fmt.Errorf("%w: %w", ErrInterrupted, err) }
 

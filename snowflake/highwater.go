@@ -21,9 +21,9 @@ import (
 // set back, or onto a host whose clock is behind, cannot repeat IDs of the earlier run — the
 // hole that Leaf's SnowflakeIDGenImpl leaves open.
 //
-// Implementations: FileHighWater (a local file), zkworker.Worker (the ZooKeeper node's
-// timestamp plus the local cache file). Load returns the zero time when no mark was ever
-// stored. Store is called with increasing marks, from one goroutine at a time; it may be slow
+// Implementations: FileHighWater (a local file, the mark of a StaticSource), and every
+// [Source]: zkworker.Worker (the ZooKeeper node's timestamp plus the local cache file) and
+// sqllease.Lease (the lease row). Load returns the zero time when no mark was ever stored. Store is called with increasing marks, from one goroutine at a time; it may be slow
 // (it runs only about once per window) but must be durable when it returns nil.
 type HighWater interface {
 	Load(ctx context.Context) (time.Time, error)

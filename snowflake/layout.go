@@ -56,6 +56,21 @@ func (l Layout) isZero() bool {
 // range documented on its field, the epoch is before now, and the layout has not run out at
 // now. The error wraps ErrInvalidLayout.
 func (l Layout) Validate(now time.Time) error {
+	if err := l.validWidths(); err != nil {
+		return err
+	}
+	switch {
+	case l.Epoch.IsZero() || !l.Epoch.Before(now):
+		return fmt.Errorf("%w: epoch %s is not in the past (now %s)", ErrInvalidLayout, l.Epoch.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
+	case !now.Before(l.End()):
+		return fmt.Errorf("%w: layout ran out at %s", ErrInvalidLayout, l.End().UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// validWidths is the part of Validate that does not depend on the time: the widths sum to 63
+// and each lies in the range documented on its field.
+func (l Layout) validWidths() error {
 	switch {
 	case l.TimeBits+l.WorkerBits+l.SequenceBits != 63:
 		return fmt.Errorf("%w: widths %d+%d+%d must sum to 63", ErrInvalidLayout, l.TimeBits, l.WorkerBits, l.SequenceBits)
@@ -65,10 +80,6 @@ func (l Layout) Validate(now time.Time) error {
 		return fmt.Errorf("%w: worker bits %d not in [1, 20]", ErrInvalidLayout, l.WorkerBits)
 	case l.SequenceBits < 1 || l.SequenceBits > 22:
 		return fmt.Errorf("%w: sequence bits %d not in [1, 22]", ErrInvalidLayout, l.SequenceBits)
-	case l.Epoch.IsZero() || !l.Epoch.Before(now):
-		return fmt.Errorf("%w: epoch %s is not in the past (now %s)", ErrInvalidLayout, l.Epoch.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
-	case !now.Before(l.End()):
-		return fmt.Errorf("%w: layout ran out at %s", ErrInvalidLayout, l.End().UTC().Format(time.RFC3339Nano))
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ func TestCompose(t *testing.T) {
 	}{
 		{name: "epoch", ms: epoch, want: 0},
 		{name: "one second, worker 33", ms: epoch + 1000, worker: 33, want: 4194439168},
-		{name: "SPEC example 2", ms: 1700000000000, worker: 237, seq: 4095, want: 1724551110457221119},
+		{name: "contract §6 example 2", ms: 1700000000000, worker: 237, seq: 4095, want: 1724551110457221119},
 		{name: "last millisecond", ms: epoch + 1<<41 - 1, worker: 1023, seq: 4095, want: 1<<63 - 1},
 		{name: "before epoch", ms: epoch - 1, wantErr: snowflake.ErrTimeRange},
 		{name: "after end", ms: epoch + 1<<41, wantErr: snowflake.ErrTimeRange},
@@ -44,8 +44,8 @@ func TestComposeTwitter(t *testing.T) {
 		want    int64
 		wantErr error
 	}{
-		{name: "SPEC example 1", give: [4]int64{1288834975657, 1, 1, 0}, want: 4194439168},
-		{name: "SPEC example 2", give: [4]int64{1700000000000, 7, 13, 4095}, want: 1724551110457221119},
+		{name: "contract §6 example 1", give: [4]int64{1288834975657, 1, 1, 0}, want: 4194439168},
+		{name: "contract §6 example 2", give: [4]int64{1700000000000, 7, 13, 4095}, want: 1724551110457221119},
 		{name: "datacenter 32", give: [4]int64{1700000000000, 32, 0, 0}, wantErr: snowflake.ErrDatacenterRange},
 		{name: "machine 32", give: [4]int64{1700000000000, 0, 32, 0}, wantErr: snowflake.ErrMachineRange},
 		{name: "machine -1", give: [4]int64{1700000000000, 0, -1, 0}, wantErr: snowflake.ErrMachineRange},

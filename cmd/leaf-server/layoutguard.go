@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -39,14 +38,11 @@ func (r layoutRecord) layout() snowflake.Layout {
 // could repeat IDs, and records l for the next start. The time high-water
 // mark is kept in wall-clock milliseconds, so it alone does not see that
 // moving the epoch later (or narrowing the worker or sequence field) makes
-// new IDs smaller than old ones: a new-user trial moved --epoch-ms 2 s later
-// and got 14,712 repeated IDs. Every ID of the last layout carries a
-// millisecond at or below max(floor, now) (floor: the high-water mark the
-// generator loaded), so the change is safe when the smallest ID of l at now
-// lies above the largest ID of the old layout at that millisecond; otherwise
-// checkLayout returns an error naming both layouts. A missing record (first
-// start) is written; a damaged one is an error (delete it only knowing that
-// the layout did not change).
+// new IDs smaller than old ones. The rule is [snowflake.CheckLayoutChange]
+// (floor: the high-water mark the generator loaded); a refusal names both
+// layouts and leaves the record as it was. A missing record (first start) is
+// written; a damaged one is an error (delete it only knowing that the layout
+// did not change).
 func checkLayout(dir string, l snowflake.Layout, floor, now time.Time) error {
 	path := filepath.Join(dir, layoutFile)
 	rec := recordOf(l)
@@ -63,21 +59,15 @@ func checkLayout(dir string, l snowflake.Layout, floor, now time.Time) error {
 		if old == rec {
 			return nil
 		}
-		last := max(floor.UnixMilli(), now.UnixMilli())
-		oldMax, err := old.layout().Compose(last, old.layout().MaxWorker(), old.layout().MaxSequence())
-		switch {
-		case errors.Is(err, snowflake.ErrTimeRange) && last < old.EpochMillis:
-			oldMax = -1 // the old layout's time had not begun: it issued nothing
-		case err != nil:
-			oldMax = math.MaxInt64 // past the old layout's end: assume the worst
+		err := snowflake.CheckLayoutChange(old.layout(), l, floor, now)
+		if errors.Is(err, snowflake.ErrInvalidLayout) {
+			return fmt.Errorf("snowflake layout record %s is damaged (%w): delete it only if the layout did not change since the last run", path, err)
 		}
-		newMin, err := l.Compose(now.UnixMilli(), 0, 0)
-		if err != nil || newMin <= oldMax {
+		if err != nil {
 			return fmt.Errorf("snowflake layout changed since the last run on %s (%s: epoch %d ms, bits %d/%d/%d; now epoch %d ms, bits %d/%d/%d): "+
-				"IDs of the new layout would repeat IDs already issued (smallest new ID %d, largest old ID up to %d). "+
-				"Keep the old layout, or move the epoch earlier rather than later",
+				"%w. Keep the old layout, or move the epoch earlier rather than later",
 				dir, layoutFile, old.EpochMillis, old.TimeBits, old.WorkerBits, old.SequenceBits,
-				rec.EpochMillis, rec.TimeBits, rec.WorkerBits, rec.SequenceBits, newMin, oldMax)
+				rec.EpochMillis, rec.TimeBits, rec.WorkerBits, rec.SequenceBits, err)
 		}
 	}
 	data, err = json.Marshal(rec)

@@ -72,13 +72,27 @@ func TestCheckLayout(t *testing.T) {
 	}
 }
 
-// TestEpochChangeRefused: the new-user trials' repeats, on the real binary,
-// for every worker ID source. A server issues snowflake IDs; restarted on
-// the same data dir with the epoch 2 s later it would issue them again (the
-// time mark is wall-clock ms), so it must refuse to start; with the old
-// epoch it serves above its old IDs. The ZooKeeper and SQL sources keep no
-// other file in the data dir: before the layout record was written for
-// them too, the restart with the later epoch started and repeated IDs.
+// TestCheckLayoutBadWidths: a record that parses but holds widths no layout
+// can have is refused as an error naming the record, not a panic on a
+// negative shift.
+func TestCheckLayoutBadWidths(t *testing.T) {
+	dir := t.TempDir()
+	rec := `{"epoch_ms":1288834974657,"time_bits":-1,"worker_bits":10,"sequence_bits":12}`
+	if err := os.WriteFile(filepath.Join(dir, layoutFile), []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := checkLayout(dir, snowflake.DefaultLayout(), time.Time{}, time.Now())
+	if !errors.Is(err, snowflake.ErrInvalidLayout) || !strings.Contains(err.Error(), layoutFile) {
+		t.Errorf("checkLayout with time_bits -1 in the record = %v, want %v naming %s", err, snowflake.ErrInvalidLayout, layoutFile)
+	}
+}
+
+// TestEpochChangeRefused: on the real binary, for every worker ID source. A
+// server issues snowflake IDs; restarted on the same data dir with the epoch
+// 2 s later it would issue them again (the time mark is wall-clock ms), so
+// it must refuse to start; with the old epoch it serves above its old IDs.
+// The ZooKeeper and SQL sources keep no other file in the data dir, so the
+// layout record must be written for them too.
 func TestEpochChangeRefused(t *testing.T) {
 	t.Parallel()
 	sources := map[string]func(t *testing.T) []string{

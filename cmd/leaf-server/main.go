@@ -41,8 +41,10 @@ func main() {
 var demoTag = store.Row{BizTag: "leaf-segment-test", MaxID: 1, Step: 2000, Description: "Test leaf Segment Mode Get Id"}
 
 // run starts the server and blocks until ctx is cancelled (SIGINT/SIGTERM),
-// then drains in-flight requests for at most ShutdownTimeout.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// then drains in-flight requests for at most ShutdownTimeout. After the
+// drain it releases the snowflake worker ID; a failed release is returned
+// too (joined with any other error).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	l, err := parseConfig(args, getenv, func(s string) { fmt.Fprint(stderr, s) })
 	if err != nil {
 		return err
@@ -132,13 +134,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	if cfg.SnowflakeEnabled {
-		sf, err := startSnowflake(ctx, cfg, st, log)
-		if err != nil {
-			return fmt.Errorf("start snowflake mode: %w", err)
+		gen, src, startErr := startSnowflake(ctx, cfg, st, log)
+		if startErr != nil {
+			return fmt.Errorf("start snowflake mode: %w", startErr)
 		}
-		defer sf.close()
-		deps.Snowflake, deps.SnowflakeSource, deps.SnowflakeState = sf.gen, cfg.WorkerIDSource, sf.state
-		deps.SnowflakeReady, deps.SnowflakeHeartbeat = sf.ready, sf.beat
+		// err is run's result: a failed release of the worker ID is reported.
+		defer func() { err = errors.Join(err, closeSource(src)) }()
+		deps.Snowflake, deps.SnowflakeSource = gen, src
 	}
 
 	srv := &http.Server{

@@ -56,7 +56,7 @@ func newLeafServer(t *testing.T) leafServer {
 	if err != nil {
 		t.Fatalf("snowflake.New: %v", err)
 	}
-	srv := httptest.NewServer(api.NewHandler(api.Deps{Segment: gen, Store: st, Snowflake: sf, SnowflakeSource: "static"}))
+	srv := httptest.NewServer(api.NewHandler(api.Deps{Segment: gen, Store: st, Snowflake: sf}))
 	t.Cleanup(srv.Close)
 	return leafServer{url: srv.URL, gen: gen}
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/leaf-go/leaf/store/sqlite"
 )
 
-// Wiring a generator to a SQL lease: the Lease is the generator's Lease and
-// its HighWater, and gives it the worker ID.
+// Wiring a generator to a SQL lease: the Lease is the generator's Source. It
+// gives the worker ID, keeps the time high-water mark in the lease row, and
+// stops the generator once the lease may have expired.
 func ExampleStart() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "sqllease")
@@ -31,11 +32,7 @@ func ExampleStart() {
 	}
 	defer lease.Close(ctx) // stops renewing and frees the worker ID
 
-	gen, err := snowflake.New(ctx, snowflake.Settings{
-		WorkerID:  lease.WorkerID(),
-		Lease:     lease, // no IDs once the lease may have expired
-		HighWater: lease, // the time high-water mark lives in the lease row
-	})
+	gen, err := snowflake.New(ctx, snowflake.Settings{Source: lease})
 	if err != nil {
 		fmt.Println(err)
 		return

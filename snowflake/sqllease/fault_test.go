@@ -95,7 +95,7 @@ func twoWorkers() snowflake.Layout {
 	return l
 }
 
-// TestCutConnection is SPEC §3's lease rule under a real network fault: a
+// TestCutConnection is the lease rule of docs/contract.md §3 under a real network fault: a
 // Lease and Generator talk to the database through a TCP proxy; the proxy is
 // cut. The generator must stop issuing before the database's TTL ends;
 // another node may take the worker ID only after that TTL, with a new

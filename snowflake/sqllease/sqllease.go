@@ -1,13 +1,16 @@
-// Package sqllease is the `sql` worker ID source of SPEC §3: a snowflake worker ID leased
-// from a table (leaf_worker_lease) in the same database as the segments, through the small
-// Store interface that store/postgres, store/mysql and store/sqlite implement. It imports no
-// driver.
+// Package sqllease is the `sql` worker ID source of docs/contract.md §3: a snowflake worker
+// ID leased from a table (leaf_worker_lease) in the same database as the segments, through
+// the small Store interface that store/postgres, store/mysql and store/sqlite implement. It
+// imports no driver. Its Lease is a snowflake.Source.
 //
 // Start claims the lowest free worker ID in one transaction; the claim bumps the row's
 // generation, the fencing token. A goroutine owned by the Lease renews it every Renew (3 s)
-// for TTL (10 s) of database time. Two rules keep IDs unique across holders (the lease
-// article in /work/shared/seeds/000: "Leases brauchen zwei Regeln"; fencing tokens:
-// /work/shared/seeds/003, §worker ID allocation):
+// for TTL (10 s) of database time. A lease alone does not keep IDs unique: a holder that
+// pauses (a long GC, a stopped VM, a cut network) can wake up after the database has handed
+// its worker ID to another node, still believing it holds it, and its clock may differ from
+// the new holder's. So two rules keep IDs unique across holders: the holder stops on its own
+// before the database can hand the worker ID on, and what must survive a change of holder
+// lives in the row, written only under the holder's generation:
 //
 //  1. Stop issuing before the database may hand the ID to someone else. Expiry is the local
 //     monotonic instant taken just before the last successful renewal was sent, plus TTL
@@ -42,7 +45,8 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// Defaults used by Start for zero Options fields (SPEC §3: TTL 10 s, renew every 3 s).
+// Defaults used by Start for zero Options fields (docs/contract.md §3: TTL 10 s, renew every
+// 3 s).
 const (
 	// DefaultTTL is the lease time granted by each claim and renewal, in database time.
 	DefaultTTL = 10 * time.Second
@@ -115,9 +119,8 @@ type Options struct {
 }
 
 // Lease is a claimed worker ID, renewed in the background until Close or until it is lost.
-// It implements snowflake.Lease and snowflake.HighWater; pass it as both
-// snowflake.Settings.Lease and snowflake.Settings.HighWater, with WorkerID(). Safe for
-// concurrent use.
+// It is the "sql" snowflake.Source (and so a snowflake.Lease and a snowflake.HighWater): pass
+// it as snowflake.Settings.Source. Safe for concurrent use.
 type Lease struct {
 	st         Store
 	owner      string
@@ -131,7 +134,8 @@ type Lease struct {
 	// floorMillis is the row's high_water_ms at claim, Unix ms.
 	floorMillis int64
 
-	// expiry is what Expiry returns; it points at the zero time once lost or closed.
+	// expiry is what Expiry returns; it points at the zero time once lost or closed (Expiry
+	// then returns expiredAt).
 	expiry atomic.Pointer[time.Time]
 	// lost is closed when a renewal found another generation.
 	lost     chan struct{}
@@ -163,10 +167,11 @@ type Lease struct {
 	isLost, closed bool
 }
 
-var (
-	_ snowflake.Lease     = (*Lease)(nil)
-	_ snowflake.HighWater = (*Lease)(nil)
-)
+var _ snowflake.Source = (*Lease)(nil)
+
+// expiredAt is what Expiry returns once the lease is lost or closed: an instant long past, and
+// not the zero time, which means "never expires" to snowflake.Lease.
+var expiredAt = time.Unix(0, 0).UTC()
 
 // Start claims the lowest free worker ID of opts.Layout in st and starts renewing it. ctx
 // bounds the claim only; the renewals run until Close. Errors: ErrOptions, or the claim's
@@ -264,9 +269,14 @@ func (l *Lease) Generation() int64 { return l.generation }
 
 // Expiry implements snowflake.Lease: the local instant from which the worker ID may belong to
 // another node, lastRenewal + TTL - Margin, where lastRenewal is the local clock read before
-// the last successful claim or renewal was sent. The zero time (long past) once the lease is
-// lost or closed. One atomic load; the generator calls it on every Next.
-func (l *Lease) Expiry() time.Time { return *l.expiry.Load() }
+// the last successful claim or renewal was sent. Once the lease is lost or closed it returns
+// 1970-01-01T00:00:00Z (long past). One atomic load; the generator calls it on every Next.
+func (l *Lease) Expiry() time.Time {
+	if exp := *l.expiry.Load(); !exp.IsZero() {
+		return exp
+	}
+	return expiredAt
+}
 
 // Lost returns a channel that is closed when a renewal finds the worker ID held by another
 // generation. The Lease is then dead for good: Expiry stays in the past and the generator
@@ -455,7 +465,7 @@ func (l *Lease) State() State {
 		TTL:                 l.ttl,
 		Renew:               l.renew,
 		Margin:              l.margin,
-		Expires:             l.Expiry(),
+		Expires:             *l.expiry.Load(),
 		LastRenewal:         l.lastRenewal,
 		DBExpires:           l.dbExpires,
 		Renewals:            l.renewals,

@@ -1,6 +1,7 @@
 package zkworker_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -23,21 +24,21 @@ func TestLostNodes(t *testing.T) {
 	a := claim(t, oa)
 	ob := options(t, addr, name, "2")
 	b := claim(t, ob)
-	if a.ID() != 0 || b.ID() != 1 {
-		t.Fatalf("worker IDs %d and %d, want 0 and 1", a.ID(), b.ID())
+	if a.WorkerID() != 0 || b.WorkerID() != 1 {
+		t.Fatalf("worker IDs %d and %d, want 0 and 1", a.WorkerID(), b.WorkerID())
 	}
-	b.Close()
+	b.Close(context.Background())
 	if err := zktest.DeleteTree(conn, "/snowflake/"+name); err != nil {
 		t.Fatal(err)
 	}
 
 	b2 := claim(t, ob)
-	if b2.ID() != 1 {
-		t.Errorf("B restarted after the loss: worker ID %d, want 1 (its cache file)", b2.ID())
+	if b2.WorkerID() != 1 {
+		t.Errorf("B restarted after the loss: worker ID %d, want 1 (its cache file)", b2.WorkerID())
 	}
 	c := claim(t, options(t, addr, name, "3"))
-	if c.ID() == 0 || c.ID() == 1 {
-		t.Errorf("new worker C got worker ID %d, held by A or B", c.ID())
+	if c.WorkerID() == 0 || c.WorkerID() == 1 {
+		t.Errorf("new worker C got worker ID %d, held by A or B", c.WorkerID())
 	}
 
 	forever := "/snowflake/" + name + "/forever"

@@ -40,7 +40,7 @@ func claim(t *testing.T, o zkworker.Options) *zkworker.Worker {
 	if err != nil {
 		t.Fatalf("Claim(%s:%s) = %v", o.IP, o.Port, err)
 	}
-	t.Cleanup(func() { w.Close() })
+	t.Cleanup(func() { w.Close(context.Background()) })
 	return w
 }
 
@@ -109,16 +109,16 @@ func TestClaimDistinct(t *testing.T) {
 				t.Errorf("Claim(%s) = %v", port, err)
 				return
 			}
-			t.Cleanup(func() { w.Close() })
+			t.Cleanup(func() { w.Close(context.Background()) })
 			if st := w.Status(); st.Source != zkworker.SourceZooKeeper {
 				t.Errorf("Status().Source = %q, want %q", st.Source, zkworker.SourceZooKeeper)
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if other, dup := ids[w.ID()]; dup {
-				t.Errorf("Claim(%s).ID() = %d, already held by %s", port, w.ID(), other)
+			if other, dup := ids[w.WorkerID()]; dup {
+				t.Errorf("Claim(%s).WorkerID() = %d, already held by %s", port, w.WorkerID(), other)
 			}
-			ids[w.ID()] = port
+			ids[w.WorkerID()] = port
 		})
 	}
 	wg.Wait()
@@ -141,8 +141,8 @@ func TestNodeData(t *testing.T) {
 	st := w.Status()
 	wantNode := regexp.MustCompile(`^/snowflake/` + regexp.QuoteMeta(name) + `/forever/127\.0\.0\.9:8080-(\d{10})$`)
 	m := wantNode.FindStringSubmatch(st.Node)
-	if m == nil || m[1] != fmt.Sprintf("%010d", w.ID()) {
-		t.Fatalf("Status().Node = %q, want %s with the worker ID %d", st.Node, wantNode, w.ID())
+	if m == nil || m[1] != fmt.Sprintf("%010d", w.WorkerID()) {
+		t.Fatalf("Status().Node = %q, want %s with the worker ID %d", st.Node, wantNode, w.WorkerID())
 	}
 	conn := zktest.Conn(t, addr)
 	data, _, err := conn.Get(st.Node)
@@ -166,8 +166,8 @@ func TestNodeData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(cache), fmt.Sprintf("workerID=%d\n", w.ID())) {
-		t.Errorf("cache file = %q, want it to start with workerID=%d", cache, w.ID())
+	if !strings.HasPrefix(string(cache), fmt.Sprintf("workerID=%d\n", w.WorkerID())) {
+		t.Errorf("cache file = %q, want it to start with workerID=%d", cache, w.WorkerID())
 	}
 }
 
@@ -178,11 +178,11 @@ func TestReclaimKeepsNumber(t *testing.T) {
 	o := options(t, addr, name, "9000")
 	claim(t, options(t, addr, name, "9001")) // another address first, so our number is not 0
 	w1 := claim(t, o)
-	node, id := w1.Status().Node, w1.ID()
-	w1.Close()
+	node, id := w1.Status().Node, w1.WorkerID()
+	w1.Close(context.Background())
 	w2 := claim(t, o)
-	if w2.ID() != id || w2.Status().Node != node {
-		t.Errorf("re-Claim = %d at %s, want %d at %s", w2.ID(), w2.Status().Node, id, node)
+	if w2.WorkerID() != id || w2.Status().Node != node {
+		t.Errorf("re-Claim = %d at %s, want %d at %s", w2.WorkerID(), w2.Status().Node, id, node)
 	}
 	children, _, _ := zktest.Conn(t, addr).Children("/snowflake/" + name + "/forever")
 	if len(children) != 2 {
@@ -198,8 +198,8 @@ func TestReclaimJavaNode(t *testing.T) {
 	leafNode(t, conn, name, "10.1.1.1:8080", time.Now().UnixMilli())
 	p := leafNode(t, conn, name, "127.0.0.1:8080", time.Now().UnixMilli()-1000)
 	w := claim(t, options(t, addr, name, "8080"))
-	if w.ID() != 1 || w.Status().Node != p {
-		t.Errorf("Claim() = %d at %s, want 1 at %s", w.ID(), w.Status().Node, p)
+	if w.WorkerID() != 1 || w.Status().Node != p {
+		t.Errorf("Claim() = %d at %s, want 1 at %s", w.WorkerID(), w.Status().Node, p)
 	}
 }
 
@@ -243,8 +243,8 @@ func TestLeafNameWithDash(t *testing.T) {
 	t.Cleanup(func() { zktest.DeleteTree(zktest.Conn(t, addr), "/snowflake/"+name) })
 	claim(t, options(t, addr, name, "1"))
 	w := claim(t, options(t, addr, name, "port-label-2"))
-	if w.ID() != 1 {
-		t.Errorf("Claim().ID() = %d, want 1", w.ID())
+	if w.WorkerID() != 1 {
+		t.Errorf("Claim().WorkerID() = %d, want 1", w.WorkerID())
 	}
 }
 
@@ -277,7 +277,7 @@ func TestClockBehindNode(t *testing.T) {
 			if err != nil {
 				return
 			}
-			defer w.Close()
+			defer w.Close(context.Background())
 			if clock.Now().Before(stamp.Truncate(time.Millisecond)) {
 				t.Errorf("Claim() returned at %v, before the node's timestamp %v", clock.Now(), stamp)
 			}
@@ -296,12 +296,12 @@ func TestZooKeeperDown(t *testing.T) {
 	o := options(t, addr, name, "8080")
 	claim(t, options(t, addr, name, "8081")) // so that our ID is not 0
 	w := claim(t, o)
-	id := w.ID()
+	id := w.WorkerID()
 	mark := time.Now().Add(time.Second)
 	if err := w.Store(context.Background(), mark); err != nil {
 		t.Fatal(err)
 	}
-	w.Close()
+	w.Close(context.Background())
 
 	down := o
 	down.Servers = []string{zktest.ClosedAddr(t)}
@@ -312,10 +312,10 @@ func TestZooKeeperDown(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Claim() with ZooKeeper down = %v", err)
 		}
-		defer w.Close()
+		defer w.Close(context.Background())
 		st := w.Status()
-		if w.ID() != id || st.Source != zkworker.SourceCache {
-			t.Fatalf("Claim() = %d from %q, want %d from %q", w.ID(), st.Source, id, zkworker.SourceCache)
+		if w.WorkerID() != id || st.Source != zkworker.SourceCache {
+			t.Fatalf("Claim() = %d from %q, want %d from %q", w.WorkerID(), st.Source, id, zkworker.SourceCache)
 		}
 		if got, _ := w.Load(context.Background()); got.UnixMilli() != mark.UnixMilli() {
 			t.Errorf("Load() = %v, want the cached mark %v", got, mark)
@@ -350,7 +350,7 @@ func TestHighWaterInNode(t *testing.T) {
 	o := options(t, addr, name, "8080")
 	o.HeartbeatInterval = 50 * time.Millisecond
 	w := claim(t, o)
-	g, err := snowflake.New(context.Background(), snowflake.Settings{WorkerID: w.ID(), HighWater: w})
+	g, err := snowflake.New(context.Background(), snowflake.Settings{WorkerID: w.WorkerID(), HighWater: w})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestHighWaterInNode(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	w.Close()
+	w.Close(context.Background())
 
 	// Restart: the mark comes back from the node; a clock before it issues nothing.
 	o.Clock = clocktest.New(mark.Add(-time.Hour))

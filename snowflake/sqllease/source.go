@@ -1,0 +1,57 @@
+package sqllease
+
+import (
+	"errors"
+	"time"
+)
+
+// The rest of snowflake.Source: what the status page, /readyz and /metrics read.
+
+// Name returns "sql".
+func (l *Lease) Name() string { return "sql" }
+
+// Ready returns nil while the lease backs new IDs: an error once it is lost (for good: the
+// process must claim a new lease) or while its local expiry has passed (renewals failing, or
+// closed); the generator refuses in both cases. It reads the Lease's clock.
+func (l *Lease) Ready() error {
+	select {
+	case <-l.lost:
+		return errors.New("worker ID lease lost: restart leaf-server to claim a new one")
+	default:
+	}
+	if !l.clock.Now().Before(l.Expiry()) {
+		return errors.New("worker ID lease may have expired (renewals failing): no snowflake IDs until one succeeds")
+	}
+	return nil
+}
+
+// LastHeartbeat returns the local instant before the last successful claim or renewal was
+// sent (State().LastRenewal).
+func (l *Lease) LastHeartbeat() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastRenewal
+}
+
+// Details returns State() as the sourceState object of GET /api/v1/snowflake/status shows it:
+// workerId, generation, owner, ttlMs, renewMs, marginMs, expires, lastRenewal, dbExpires,
+// highWater (instants in RFC 3339, UTC, "" for none), renewals, renewFailures,
+// consecutiveFailures, lastError, lost and closed.
+func (l *Lease) Details() any {
+	s := l.State()
+	return map[string]any{
+		"workerId": s.WorkerID, "generation": s.Generation, "owner": s.Owner,
+		"ttlMs": s.TTL.Milliseconds(), "renewMs": s.Renew.Milliseconds(), "marginMs": s.Margin.Milliseconds(),
+		"expires": rfc3339(s.Expires), "lastRenewal": rfc3339(s.LastRenewal), "dbExpires": rfc3339(s.DBExpires),
+		"highWater": rfc3339(s.HighWater), "renewals": s.Renewals, "renewFailures": s.RenewFailures,
+		"consecutiveFailures": s.ConsecutiveFailures, "lastError": s.LastError, "lost": s.Lost, "closed": s.Closed,
+	}
+}
+
+// rfc3339 formats t for the status page; the zero time is "".
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}

@@ -1,0 +1,91 @@
+package sqllease_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaf-go/leaf/snowflake"
+)
+
+// TestSource: a Lease given to the generator as its Source backs IDs while it is renewed;
+// after a loss Ready says so and the generator refuses; the status page shows its State with
+// the fields leaf-server has always shown.
+func TestSource(t *testing.T) {
+	ctx := context.Background()
+	st := openSQLite(t)
+	l := start(t, st, with(fast, "a"))
+	var src snowflake.Source = l
+	if src.Name() != "sql" || src.Ready() != nil || !src.LastHeartbeat().Equal(l.State().LastRenewal) {
+		t.Errorf("Name %q, Ready %v, LastHeartbeat %v; want sql, nil, State().LastRenewal %v",
+			src.Name(), src.Ready(), src.LastHeartbeat(), l.State().LastRenewal)
+	}
+	g, err := snowflake.New(ctx, snowflake.Settings{Source: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.WorkerID() != l.WorkerID() {
+		t.Errorf("generator's WorkerID() = %d, want the leased %d", g.WorkerID(), l.WorkerID())
+	}
+	if _, err := g.Next(ctx); err != nil {
+		t.Fatalf("Next() = %v", err)
+	}
+
+	b, err := json.Marshal(src.Details())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"closed", "consecutiveFailures", "dbExpires", "expires", "generation", "highWater", "lastError",
+		"lastRenewal", "lost", "marginMs", "owner", "renewFailures", "renewMs", "renewals", "ttlMs", "workerId"}
+	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, want) {
+		t.Errorf("Details() keys = %v, want %v", keys, want)
+	}
+	if got["owner"] != "a" || got["ttlMs"] != float64(fast.TTL.Milliseconds()) || got["lost"] != false || got["expires"] == "" {
+		t.Errorf("Details() = %s, want owner a, ttlMs %d, not lost, an expiry", b, fast.TTL.Milliseconds())
+	}
+
+	if err := st.ReleaseWorker(ctx, l.WorkerID(), l.Generation()); err != nil {
+		t.Fatal(err)
+	}
+	start(t, st, with(fast, "taker"))
+	select {
+	case <-l.Lost():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Lost() not closed 2 s after another generation took the worker ID")
+	}
+	if err := src.Ready(); err == nil || !strings.Contains(err.Error(), "lease lost") {
+		t.Errorf("Ready() after the loss = %v, want an error saying the lease is lost", err)
+	}
+	if exp := src.Expiry(); exp.IsZero() || !exp.Before(time.Now()) {
+		t.Errorf("Expiry() after the loss = %v, want an instant in the past (the zero time means never)", exp)
+	}
+	if _, err := g.Next(ctx); !errors.Is(err, snowflake.ErrLeaseExpired) {
+		t.Errorf("Next() after the loss = %v, want %v", err, snowflake.ErrLeaseExpired)
+	}
+	if got := l.Details().(map[string]any); got["lost"] != true || got["expires"] != "" {
+		t.Errorf("Details() after the loss: lost %v, expires %q; want true and \"\"", got["lost"], got["expires"])
+	}
+}
+
+// TestSourceClosed: after Close the Lease is not ready and its expiry lies in the past.
+func TestSourceClosed(t *testing.T) {
+	l := start(t, openSQLite(t), with(fast, "a"))
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Ready(); err == nil || !strings.Contains(err.Error(), "may have expired") {
+		t.Errorf("Ready() after Close = %v, want an error saying the lease may have expired", err)
+	}
+	if exp := l.Expiry(); exp.IsZero() || !exp.Before(time.Now()) {
+		t.Errorf("Expiry() after Close = %v, want an instant in the past", exp)
+	}
+}

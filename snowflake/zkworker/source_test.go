@@ -1,0 +1,60 @@
+package zkworker_test
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/leaf-go/leaf/internal/zktest"
+	"github.com/leaf-go/leaf/snowflake"
+)
+
+// TestSource: a Worker as snowflake.Source gives the generator its worker ID and its mark,
+// never expires, is ready, reports its uploads as heartbeats, and shows its Status on the
+// status page with the fields leaf-server has always shown.
+func TestSource(t *testing.T) {
+	addr := zktest.Addr(t)
+	o := options(t, addr, zktest.Name(t, addr), "8080")
+	o.HeartbeatInterval = 50 * time.Millisecond
+	w := claim(t, o)
+	var src snowflake.Source = w
+	if src.Name() != "zookeeper" || !src.Expiry().IsZero() || src.Ready() != nil {
+		t.Errorf("Name %q, Expiry %v, Ready %v; want zookeeper, zero, nil", src.Name(), src.Expiry(), src.Ready())
+	}
+	g, err := snowflake.New(context.Background(), snowflake.Settings{Source: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.WorkerID() != w.WorkerID() {
+		t.Errorf("generator's WorkerID() = %d, want the claimed %d", g.WorkerID(), w.WorkerID())
+	}
+	if _, err := g.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.LastHeartbeat().IsZero() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if hb := w.LastHeartbeat(); !hb.Equal(w.Status().LastUpload) || hb.IsZero() {
+		t.Errorf("LastHeartbeat() = %v, want Status().LastUpload %v, not zero", hb, w.Status().LastUpload)
+	}
+
+	b, err := json.Marshal(src.Details())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"address", "cachePath", "lastUpload", "mark", "node", "session", "source", "uploadError", "uploaded", "workerId"}
+	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, want) {
+		t.Errorf("Details() keys = %v, want %v", keys, want)
+	}
+	if got["workerId"] != float64(w.WorkerID()) || got["node"] != w.Status().Node || got["session"] != "StateHasSession" {
+		t.Errorf("Details() = %s, want workerId %d, node %s, session StateHasSession", b, w.WorkerID(), w.Status().Node)
+	}
+}
