@@ -102,6 +102,9 @@ type buffer struct {
 	// probe marks a buffer created by a miss lookup; it is dropped from the
 	// cache when its first load fails.
 	probe bool
+	// known is true once the tag is known to have a row: a refresh listed
+	// it, or an allocation of it succeeded (LoadEvent.Known).
+	known atomic.Bool
 
 	// cur is the segment IDs are taken from; nil until the first load.
 	cur atomic.Pointer[segment]

@@ -39,7 +39,6 @@ type Generator struct {
 	log     *slog.Logger
 	limiter *rate.Limiter // nil when miss lookups are disabled
 	marks   Marks         // nil: marks are not persisted
-	rows    RowReader     // nil: a refusing tag retries by allocating
 
 	marksMu sync.Mutex // guards highs
 	// highs is the high-water mark of every tag ever loaded or read from
@@ -91,11 +90,8 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Generator{st: st, cfg: cfg, clock: cfg.Clock, log: cfg.Logger, marks: cfg.Marks, rows: cfg.Rows,
+	g := &Generator{st: st, cfg: cfg, clock: cfg.Clock, log: cfg.Logger, marks: cfg.Marks,
 		misses: map[string]time.Time{}}
-	if g.rows == nil {
-		g.rows, _ = st.(RowReader)
-	}
 	g.highs = map[string]int64{}
 	if g.marks != nil {
 		m, err := g.marks.Load(ctx)
@@ -411,30 +407,31 @@ func (g *Generator) startLoad(b *buffer) *loadCall {
 // load, as next otherwise. An accepted segment's max_id becomes the tag's
 // high-water mark, stored through Config.Marks before the segment is
 // installed, so that no ID of it is handed out before the mark is durable.
-// While the tag is refusing, load first checks through Config.Rows that
-// max_id reached the mark. On failure it sets the backoff, or removes the tag
-// when the store no longer has it.
+// A tag with a mark first has its max_id checked against the mark
+// (Store.MaxID). Config.OnLoad hears of the load before its waiters are
+// woken. On failure load sets the backoff, or removes the tag when the store
+// no longer has it.
 func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	// Only this load changes highMax and refusing (one load per buffer).
 	b.mu.Lock()
-	high, refusing := b.highMax, b.refusing
+	high := b.highMax
 	b.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(g.root, g.cfg.LoadTimeout)
 	t0 := time.Now()
 	var (
-		alloc store.Allocation
-		seg   *segment
-		err   error
+		alloc     store.Allocation
+		seg       *segment
+		err       error
+		allocated bool // an Allocate succeeded: the row exists
 	)
-	if mr, ok := g.rows.(MaxIDReader); ok && high > 1 {
+	if high > 1 {
 		// Read before allocating: a rewound table is noticed without
 		// burning a segment, whose size (the grown dynamic step) could carry
 		// max_id past another server's lower mark and let that server repeat
-		// this one's IDs.
-		err = checkMaxID(ctx, mr, b.tag, high)
-	} else if refusing && g.rows != nil {
-		err = g.checkFenced(ctx, b.tag, high)
+		// this one's IDs. A fresh mark (high <= 1) has nothing to check; a
+		// refusing tag always has a mark above 1.
+		err = checkMaxID(ctx, g.st, b.tag, high)
 	}
 	if err == nil {
 		alloc, err = g.st.Allocate(ctx, b.tag, step)
@@ -444,6 +441,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 			step = 0
 			alloc, err = g.st.Allocate(ctx, b.tag, step)
 		}
+		allocated = err == nil
 	}
 	if err == nil {
 		seg, err = checkAlloc(b.tag, alloc, step, high)
@@ -454,6 +452,11 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	latency := time.Since(t0)
 	cancel()
 	now := g.clock.Now()
+	if g.cfg.OnLoad != nil && !errors.Is(err, store.ErrTagNotFound) {
+		// Outside the buffer lock, before the waiters wake: a caller that
+		// saw the load fail finds it counted.
+		g.cfg.OnLoad(LoadEvent{BizTag: b.tag, Latency: latency, Err: err, Known: allocated || b.known.Load()})
+	}
 
 	b.mu.Lock()
 	drop, missing := false, false
@@ -465,6 +468,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		b.setPending(false)
 		call.err = fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
 	case err == nil:
+		b.known.Store(true)
 		b.highMax = max(b.highMax, seg.max) // a refresh may have raised it meanwhile
 		if b.refusing {
 			b.refusing = false
@@ -579,8 +583,8 @@ func (g *Generator) storeMark(ctx context.Context, tag string, maxID int64) erro
 
 // checkMaxID returns ErrRewound when the max_id of tag is below high. A
 // missing row is left to Allocate to report.
-func checkMaxID(ctx context.Context, mr MaxIDReader, tag string, high int64) error {
-	cur, err := mr.MaxID(ctx, tag)
+func checkMaxID(ctx context.Context, st Store, tag string, high int64) error {
+	cur, err := st.MaxID(ctx, tag)
 	switch {
 	case errors.Is(err, store.ErrTagNotFound):
 		return nil
@@ -588,22 +592,6 @@ func checkMaxID(ctx context.Context, mr MaxIDReader, tag string, high int64) err
 		return fmt.Errorf("read max_id of %q: %w", tag, err)
 	case cur < high:
 		return fmt.Errorf("%w: max_id of %q is %d, below the high-water mark %d", ErrRewound, tag, cur, high)
-	}
-	return nil
-}
-
-// checkFenced reads the max_id of a refusing tag and returns ErrRewound while
-// it is below high, so that waiting for the fence allocates nothing. A tag
-// missing from the rows is left to Allocate to report.
-func (g *Generator) checkFenced(ctx context.Context, tag string, high int64) error {
-	rows, err := g.rows.Rows(ctx)
-	if err != nil {
-		return fmt.Errorf("read max_id of %q: %w", tag, err)
-	}
-	for _, r := range rows {
-		if r.BizTag == tag && r.MaxID < high {
-			return fmt.Errorf("%w: max_id of %q is %d, still below the high-water mark %d", ErrRewound, tag, r.MaxID, high)
-		}
 	}
 	return nil
 }
@@ -741,34 +729,26 @@ func (g *Generator) Refresh(ctx context.Context) error {
 	seq := g.bufSeq.Load()
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.LoadTimeout)
 	defer cancel()
-	var (
-		tags     []string
-		observed map[string]int64 // max_id of every row, when Rows can be read
-		err      error
-	)
-	if g.rows != nil {
-		var rows []store.Row
-		rows, err = g.rows.Rows(ctx)
-		observed = make(map[string]int64, len(rows))
-		for _, r := range rows {
-			tags = append(tags, r.BizTag)
-			observed[r.BizTag] = r.MaxID
-		}
-	} else {
-		tags, err = g.st.Tags(ctx)
-	}
+	rows, err := g.st.Rows(ctx)
 	if err != nil {
 		return fmt.Errorf("segment: refresh tags: %w", err)
+	}
+	tags := make([]string, 0, len(rows))
+	observed := make(map[string]int64, len(rows)) // max_id of every row
+	for _, r := range rows {
+		tags = append(tags, r.BizTag)
+		observed[r.BizTag] = r.MaxID
 	}
 	g.cacheMu.Lock()
 	old := *g.cache.Load()
 	m := make(map[string]*buffer, len(tags))
 	for _, t := range tags {
-		if b := old[t]; b != nil {
-			m[t] = b
-		} else {
-			m[t] = g.newBuffer(t)
+		b := old[t]
+		if b == nil {
+			b = g.newBuffer(t)
 		}
+		b.known.Store(true)
+		m[t] = b
 	}
 	now := g.clock.Now()
 	for t, at := range g.misses {
@@ -822,7 +802,7 @@ func (g *Generator) observe(ctx context.Context, observed map[string]int64, bufs
 		return
 	}
 	if g.marks != nil {
-		if err := storeAll(ctx, g.marks, raised); err != nil {
+		if err := g.marks.StoreAll(ctx, raised); err != nil {
 			g.log.Warn("segment: high-water marks read from the table not stored", "tags", len(raised), "err", err)
 		}
 	}
@@ -838,21 +818,6 @@ func (g *Generator) observe(ctx context.Context, observed map[string]int64, bufs
 			b.mu.Unlock()
 		}
 	}
-}
-
-// storeAll stores many marks: in one write when m can (FileMarks), else one
-// by one.
-func storeAll(ctx context.Context, m Marks, marks map[string]int64) error {
-	if all, ok := m.(interface {
-		StoreAll(context.Context, map[string]int64) error
-	}); ok {
-		return all.StoreAll(ctx, marks)
-	}
-	var errs []error
-	for tag, v := range marks {
-		errs = append(errs, m.Store(ctx, tag, v))
-	}
-	return errors.Join(errs...)
 }
 
 // refreshLoop re-reads the tag list every RefreshInterval; after a failure

@@ -13,6 +13,7 @@ import (
 	"github.com/leaf-go/leaf/internal/clocktest"
 	"github.com/leaf-go/leaf/internal/faultproxy"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
 
@@ -619,15 +620,15 @@ func TestBackoffSparesDatabase(t *testing.T) {
 			t.Fatalf("Get in backoff took %v, want an immediate answer", d)
 		}
 	}
-	if got := cs.allocs.Load(); got != 2 {
-		t.Fatalf("Allocate calls = %d, want 2 (first load, one failed prefetch)", got)
+	if got := cs.loadCalls(); got != 2 {
+		t.Fatalf("Allocate and MaxID calls = %d, want 2 (first load, one failed prefetch)", got)
 	}
 	clk.Add(time.Second) // the first backoff is RetryMin jittered down to at least half
 	if _, err := g.Get(context.Background(), "flaky"); !errors.Is(err, segment.ErrNoSegment) {
 		t.Fatalf("Get(%q) = %v, want ErrNoSegment", "flaky", err)
 	}
-	if got := cs.allocs.Load(); got != 3 {
-		t.Fatalf("Allocate calls after the backoff = %d, want 3", got)
+	if got := cs.loadCalls(); got != 3 {
+		t.Fatalf("Allocate and MaxID calls after the backoff = %d, want 3", got)
 	}
 	st, _ := statsOf(g, "flaky")
 	if st.LoadFailures != 2 || st.LastError == "" || st.RetryAt.IsZero() {
@@ -635,19 +636,19 @@ func TestBackoffSparesDatabase(t *testing.T) {
 	}
 }
 
-// slowTags is a real store whose Tags, after reading the list, waits until
-// release is closed, so a test can act between the read and its use.
+// slowTags is a real store whose Rows, after reading the tag list, waits
+// until release is closed, so a test can act between the read and its use.
 type slowTags struct {
 	segment.Store
 	read    chan struct{}
 	release chan struct{}
 }
 
-func (s *slowTags) Tags(ctx context.Context) ([]string, error) {
-	tags, err := s.Store.Tags(ctx)
+func (s *slowTags) Rows(ctx context.Context) ([]store.Row, error) {
+	rows, err := s.Store.Rows(ctx)
 	s.read <- struct{}{}
 	<-s.release
-	return tags, err
+	return rows, err
 }
 
 // TestRefreshKeepsNewerMiss: a refresh whose list was read before a miss
@@ -673,17 +674,17 @@ func TestRefreshKeepsNewerMiss(t *testing.T) {
 	}
 }
 
-// slowTagsAfterFirst lets New's first Tags through and slows later ones.
+// slowTagsAfterFirst lets New's first Rows through and slows later ones.
 type slowTagsAfterFirst struct {
 	*slowTags
 	calls atomic.Int64
 }
 
-func (s *slowTagsAfterFirst) Tags(ctx context.Context) ([]string, error) {
+func (s *slowTagsAfterFirst) Rows(ctx context.Context) ([]store.Row, error) {
 	if s.calls.Add(1) == 1 {
-		return s.slowTags.Store.Tags(ctx)
+		return s.slowTags.Store.Rows(ctx)
 	}
-	return s.slowTags.Tags(ctx)
+	return s.slowTags.Rows(ctx)
 }
 
 // TestGetAfterClose: every Get after Close answers ErrClosed (-3).
@@ -907,5 +908,60 @@ func TestPrefetchRetriedWhileServing(t *testing.T) {
 	}
 	if st := waitNextReady(t, g, "flaky"); st.LoadFailures != 1 {
 		t.Errorf("Stats LoadFailures = %d after the retry, want 1", st.LoadFailures)
+	}
+}
+
+// TestOnLoad: Config.OnLoad hears of every load, successful or not, with
+// Known true for a tag the tag list had or an allocation found, and false
+// for a failed miss lookup; a lookup that found no row is not a load.
+func TestOnLoad(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	db.create(t, "listed", 1, 100)
+	db.create(t, "listed2", 1, 100)
+	var (
+		mu     sync.Mutex
+		events []segment.LoadEvent
+	)
+	onLoad := func(e segment.LoadEvent) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	g := newGen(t, db.st, segment.Config{OnLoad: onLoad})
+	ctx := context.Background()
+	mustGet(t, g, "listed")
+	if _, err := g.Get(ctx, "missing"); !errors.Is(err, segment.ErrTagNotFound) {
+		t.Fatalf("Get(%q) = %v, want ErrTagNotFound", "missing", err)
+	}
+	db.create(t, "probed", 1, 100)
+	db.create(t, "late", 1, 100)
+	mustGet(t, g, "probed")
+	db.st.Close()
+	for _, tag := range []string{"listed2", "late"} {
+		if _, err := g.Get(ctx, tag); !errors.Is(err, segment.ErrNoSegment) {
+			t.Fatalf("Get(%q) with the store closed = %v, want ErrNoSegment", tag, err)
+		}
+	}
+	tests := []struct {
+		give      string
+		wantErr   bool
+		wantKnown bool
+	}{
+		{"listed", false, true},
+		{"probed", false, true},
+		{"listed2", true, true},
+		{"late", true, false},
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != len(tests) {
+		t.Fatalf("OnLoad got %d events %+v, want %d", len(events), events, len(tests))
+	}
+	for i, tt := range tests {
+		e := events[i]
+		if e.BizTag != tt.give || (e.Err != nil) != tt.wantErr || e.Known != tt.wantKnown || e.Latency <= 0 {
+			t.Errorf("event %d = %+v, want biz tag %q, error %v, known %v, a latency", i, e, tt.give, tt.wantErr, tt.wantKnown)
+		}
 	}
 }

@@ -22,12 +22,23 @@ import (
 // segment that starts below the mark is refused (ErrRewound).
 //
 // FileMarks keeps them in a file of the server's data directory; without
-// Config.Marks the generator keeps them in memory only. Load returns an empty map when nothing was ever stored. Store may be called
-// concurrently for different tags, always with a mark above the one stored
-// for the tag; it must be durable when it returns nil.
+// Config.Marks the generator keeps them in memory only. Every method may be
+// called concurrently with the others.
 type Marks interface {
+	// Load returns every stored mark, by biz_tag: an empty map when nothing
+	// was ever stored, an error when the stored marks cannot be read (New
+	// then fails rather than silently dropping restore safety). The
+	// generator calls it once, in New, and keeps the map.
 	Load(ctx context.Context) (map[string]int64, error)
+	// Store raises the mark of tag to maxID, in IDs; it must be durable
+	// when Store returns nil. The generator calls it after every accepted
+	// allocation, with the segment's max_id, and serves no ID of the
+	// segment until it returned nil; an error refuses the segment.
 	Store(ctx context.Context, tag string, maxID int64) error
+	// StoreAll is Store for many tags at once (a tag refresh raising the
+	// marks to the max_id values it read). A mark below the stored one must
+	// leave it unchanged. On error the raised marks still hold in memory.
+	StoreAll(ctx context.Context, marks map[string]int64) error
 }
 
 // FileMarks keeps the marks of all tags in one JSON file, an object mapping

@@ -37,12 +37,10 @@
 // tag keeps refusing until max_id is at or above the mark again, which is
 // what an operator's fence does (`leafctl tag fence <tag> --min <mark>`);
 // then the next retry serves by itself. Retries back off up to
-// Config.RefuseRetryMax (30 s). When Config.Rows is a MaxIDReader (the stores
-// in store/ are), every load of a tag that has a mark first reads max_id and
-// refuses a rewound table without allocating, so noticing burns nothing and
-// cannot carry max_id past another server's lower mark. Without it the
-// refused allocation moves max_id forward by one segment (never handed out,
-// so that is safe) and, without Config.Rows at all, every retry burns one.
+// Config.RefuseRetryMax (30 s). Every load of a tag that has a mark first
+// reads max_id (Store.MaxID) and refuses a rewound table without allocating,
+// so noticing burns nothing and cannot carry max_id past another server's
+// lower mark.
 //
 // Every tag refresh also reads the table's max_id into the marks (observe),
 // so a server whose own last segment is old still knows what the other
@@ -123,36 +121,26 @@ func Code(err error) int64 {
 	}
 }
 
-// Store is what the generator needs from a leaf_alloc database. The stores in
-// store/postgres, store/mysql and store/sqlite satisfy it; see store.Store for
-// the full contract of each method. It must be safe for concurrent use.
+// Store is the leaf_alloc database exactly as the generator uses it. Every
+// store.Store (store/postgres, store/mysql, store/sqlite) is one; see
+// store.Store for the full contract of each method. It must be safe for
+// concurrent use.
 type Store interface {
 	// Allocate reserves the next segment of tag; step <= 0 means the row's
-	// own step, step > 0 a custom step.
+	// own step, step > 0 a custom step. Errors: store.ErrTagNotFound for a
+	// missing row, store.ErrOverflow, store.ErrBadStep, or a driver error.
 	Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error)
-	// Tags lists every biz_tag in leaf_alloc.
-	Tags(ctx context.Context) ([]string, error)
+	// Rows returns every leaf_alloc row: the tag list of a refresh, and the
+	// max_id of every row for the high-water marks.
+	Rows(ctx context.Context) ([]store.Row, error)
+	// MaxID reads the max_id of one row without changing it: every load of
+	// a tag with a high-water mark checks it before allocating. Errors:
+	// store.ErrTagNotFound for a missing row.
+	MaxID(ctx context.Context, tag string) (int64, error)
 }
 
 // Every store.Store (postgres, mysql, sqlite) is a Store.
 var _ Store = store.Store(nil)
-
-// RowReader reads leaf_alloc without changing it (Config.Rows). Every
-// store.Store is one. It must be safe for concurrent use.
-type RowReader interface {
-	// Rows returns every leaf_alloc row.
-	Rows(ctx context.Context) ([]store.Row, error)
-}
-
-var _ RowReader = store.Store(nil)
-
-// MaxIDReader reads the max_id of one row (the stores in store/ have it).
-// When Config.Rows also implements it, every load of a tag with a
-// high-water mark first reads max_id and refuses a rewound table without
-// allocating (ErrRewound). Errors: store.ErrTagNotFound for a missing row.
-type MaxIDReader interface {
-	MaxID(ctx context.Context, tag string) (int64, error)
-}
 
 // Clock is the generator's source of time, injected so that tests can move
 // time by hand. Now must be safe for concurrent use. The generator uses Now
@@ -248,12 +236,6 @@ type Config struct {
 	// nil: marks live in memory only and a restart forgets them. leaf-server
 	// passes a FileMarks in its data directory.
 	Marks Marks
-	// Rows reads leaf_alloc without changing it. While a tag is refusing,
-	// each retry reads the tag's max_id first and allocates only once it is
-	// at or above the mark, so that waiting for the fence burns no segment.
-	// Default: the Store itself when it has a Rows method (store.Store has);
-	// nil otherwise, and then every retry allocates and burns one segment.
-	Rows RowReader
 	// RefuseRetryMax caps the backoff between retries of a refusing tag
 	// (RetryMin doubling up to it). Default 30 s, or RetryMax when longer.
 	RefuseRetryMax time.Duration
@@ -262,6 +244,37 @@ type Config struct {
 	// Logger receives load failures and refresh errors. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// OnLoad, when set, is called once per segment load, failed ones
+	// included, with what metrics need (see LoadEvent); a load that found no
+	// row (store.ErrTagNotFound) is a lookup, not a load, and is not
+	// reported. It is called from the loading goroutine, without any lock of
+	// the generator held, before the callers waiting for the load are woken.
+	// It must be safe for concurrent use (loads of different tags run
+	// concurrently), return quickly, and not call the Generator. The fast
+	// path never calls it. Default nil.
+	OnLoad func(LoadEvent)
+}
+
+// LoadEvent describes one segment load for Config.OnLoad: the max_id check
+// of a tag with a high-water mark, the allocation (with its retry at the
+// row's own step after store.ErrOverflow), the checks of the segment and the
+// store of its mark.
+type LoadEvent struct {
+	// BizTag is the tag whose segment was loaded.
+	BizTag string
+	// Latency is the load's duration on the real clock, the same value
+	// BufferStats.LastLoadLatency shows after a successful load.
+	Latency time.Duration
+	// Err is nil when the segment was accepted, otherwise the load's error
+	// (a store or context error, or one wrapping ErrRewound).
+	Err error
+	// Known reports whether the tag is known to have a row: it was in the
+	// last tag list read, or an allocation of it succeeded (this one or an
+	// earlier one of the same cached tag). A failure of a tag that only a
+	// miss lookup asked for is not Known, so that a metrics consumer can
+	// keep probes of random tags from creating series. Known is always
+	// true when Err is nil.
+	Known bool
 }
 
 // withDefaults returns c with zero fields filled in, or an error naming the

@@ -78,6 +78,10 @@ type Store interface {
 	Tags(ctx context.Context) ([]string, error)
 	// Rows returns every row ordered by biz_tag, for the /db page.
 	Rows(ctx context.Context) ([]Row, error)
+	// MaxID reads the max_id of one row without changing it (the segment
+	// generator's restore check before an allocation). Errors:
+	// ErrTagNotFound, or a driver error.
+	MaxID(ctx context.Context, tag string) (int64, error)
 	// Create inserts a row. maxID < 1 means 1 (Leaf's default). Errors:
 	// ErrTagExists, ErrBadStep.
 	Create(ctx context.Context, r Row) error

@@ -24,20 +24,20 @@ func startSegment(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 			return nil, err
 		}
 	}
-	loads := api.RecordLoads(st) // counts and times every allocation for /metrics
+	loads := api.NewLoadMetrics() // counts and times every load for /metrics
 	// Restore safety: per-tag high-water marks survive restarts in the data dir.
 	marks := segment.NewFileMarks(filepath.Join(cfg.DataDir, "segment-marks.json"))
-	gen, err := segment.New(ctx, loads, segment.Config{
+	gen, err := segment.New(ctx, st, segment.Config{
 		WaitTimeout:     cfg.WaitTimeout,
 		RefreshInterval: cfg.RefreshInterval,
 		Marks:           marks,
-		Rows:            st, // a refusing tag reads max_id instead of burning segments
 		Logger:          log,
+		OnLoad:          loads.Observe,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start segment mode: %w", err)
 	}
-	deps.Segment, deps.Store, deps.Loads = gen, st, loads
+	deps.Segment, deps.Store, deps.LoadMetrics = gen, st, loads
 	log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()), "high_water_marks", marks.Path())
 	return gen, nil
 }
