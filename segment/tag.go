@@ -34,10 +34,11 @@ type Tag struct {
 	b   atomic.Pointer[buffer]
 	g   *Generator
 	tag string
-	// pad fills the handle to a 64-byte cache line of its own: it is read
-	// on every Get, and a neighbour written often would make every core
-	// that reads it miss. (A precaution: BenchmarkTagGet has no such
-	// neighbour and shows no difference.)
+	// pad fills the handle to 64 bytes, one cache line: it is read on
+	// every Get, and a neighbour on its line written often would make every
+	// core that reads it miss. Heap objects of this size start on a line
+	// in practice, though Go does not promise it. (A precaution:
+	// BenchmarkTagGet has no such neighbour.)
 	_ [24]byte
 }
 
