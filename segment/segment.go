@@ -255,28 +255,6 @@ type Config struct {
 	OnLoad func(LoadEvent)
 }
 
-// LoadEvent describes one segment load for Config.OnLoad: the max_id check
-// of a tag with a high-water mark, the allocation (with its retry at the
-// row's own step after store.ErrOverflow), the checks of the segment and the
-// store of its mark.
-type LoadEvent struct {
-	// BizTag is the tag whose segment was loaded.
-	BizTag string
-	// Latency is the load's duration on the real clock, the same value
-	// BufferStats.LastLoadLatency shows after a successful load.
-	Latency time.Duration
-	// Err is nil when the segment was accepted, otherwise the load's error
-	// (a store or context error, or one wrapping ErrRewound).
-	Err error
-	// Known reports whether the tag is known to have a row: it was in the
-	// last tag list read, or an allocation of it succeeded (this one or an
-	// earlier one of the same cached tag). A failure of a tag that only a
-	// miss lookup asked for is not Known, so that a metrics consumer can
-	// keep probes of random tags from creating series. Known is always
-	// true when Err is nil.
-	Known bool
-}
-
 // withDefaults returns c with zero fields filled in, or an error naming the
 // first invalid field.
 func (c Config) withDefaults() (Config, error) {
