@@ -34,34 +34,16 @@ type LoadEvent struct {
 }
 
 // startLoad starts a load of the next (or, before initOK, the first)
-// segment. It returns nil when the generator is closed. b.mu must be held.
-//
-// The step rule is Leaf's SegmentIDGenImpl.updateSegmentFromDb: the first
-// load and the first prefetch take the row's step; afterwards the step
-// doubles when the previous prefetch was less than GrowWindow ago (while
-// twice it stays <= MaxStep), is kept below ShrinkWindow, and halves after
-// that, never below the DB step. Deliberately unlike Leaf, a step below the
-// DB step read by the previous load is raised to it, so that an operator who
-// raises the step in the table sees it used ("never below the DB step").
+// segment, with the step nextStep gives. It returns nil when the generator
+// is closed. b.mu must be held.
 func (g *Generator) startLoad(b *buffer) *loadCall {
 	call := &loadCall{done: make(chan struct{})}
 	first := !b.initOK
-	var step int64 // 0: the row's own step
-	if !first && !b.updated.IsZero() {
-		step = b.step
-		switch d := g.clock.Now().Sub(b.updated); {
-		case d < g.cfg.GrowWindow:
-			if step <= g.cfg.MaxStep/2 {
-				step *= 2
-			}
-		case d < g.cfg.ShrinkWindow:
-		default:
-			if step/2 >= b.minStep {
-				step /= 2
-			}
-		}
-		step = max(step, b.minStep, 1)
+	var sinceLast time.Duration
+	if !b.updated.IsZero() {
+		sinceLast = g.clock.Now().Sub(b.updated)
 	}
+	step := nextStep(first || b.updated.IsZero(), b.step, b.minStep, sinceLast, g.cfg) // 0: the row's own step
 	if !g.spawn(func() { g.load(b, call, first, step) }) {
 		return nil
 	}
