@@ -57,7 +57,7 @@ func newSegment(start, max, step int64) *segment {
 	return s
 }
 
-// take is the fast path of Get and Tag.Get: one atomic add, no lock. n is
+// take is the fast path of Get and [Tag.Get]: one atomic add, no lock. n is
 // the used count after the add; ID start+n-1 is valid when n <= size. fast
 // is true when it is valid and nothing else is due (n <= due): within the
 // first 10% of the segment (Leaf: idle >= 0.9*step), or with a next segment
@@ -179,7 +179,7 @@ func (b *buffer) setPending(v bool) {
 
 // remove marks b as dropped from the cache and clears it, so that the fast
 // path of a Tag handle still holding b fails without reading removed and the
-// slow path answers ErrTagNotFound. b.mu must be held.
+// slow path answers [ErrTagNotFound]. b.mu must be held.
 func (b *buffer) remove() {
 	b.removed = true
 	b.clear()
@@ -198,7 +198,7 @@ func (b *buffer) clear() {
 	b.next = nil
 }
 
-// stats snapshots the buffer for Generator.Stats.
+// stats snapshots the buffer for [Generator.Stats].
 func (b *buffer) stats() BufferStats {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -15,9 +15,10 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// TestWorkedExample is SPEC §6 on every store: row (leaf-segment-test, 1,
-// 2000) gives 1 first, prefetches once more than 200 IDs are used, gives
-// 2001 as the 2001st ID, and then follows Leaf's dynamic step.
+// TestWorkedExample is docs/contract.md §6 on every store: row
+// (leaf-segment-test, 1, 2000) gives 1 first, prefetches once more than 200
+// IDs are used, gives 2001 as the 2001st ID, and then follows Leaf's dynamic
+// step.
 func TestWorkedExample(t *testing.T) {
 	for _, k := range allDBs {
 		t.Run(k.name, func(t *testing.T) {

@@ -8,23 +8,23 @@ import (
 
 // Get returns the next ID of tag, always > 0 and never handed out before by
 // any generator sharing the database. tag is an opaque string: validating it
-// is the caller's job. The fast path is one atomic add with
-// no lock and ignores ctx. When the current segment is spent Get switches to
-// the prefetched next one, or waits for the load in flight up to
-// Config.WaitTimeout (Config.LoadTimeout for the first segment of a tag) and
-// until ctx is done.
+// is the caller's job. The fast path is one atomic add with no lock and
+// ignores ctx. When the current segment is spent Get switches to the
+// prefetched next one, or waits for the load in flight up to
+// [Config.WaitTimeout] ([Config.LoadTimeout] for the first segment of a tag)
+// and until ctx is done.
 //
-// Errors (see Code): ErrTagNotFound for a tag without a row (remembered for
+// Errors (see Code): [ErrTagNotFound] for a tag without a row (remembered for
 // two seconds after a lookup found none, and for any tag not in the cache
-// when miss lookups are disabled); ErrNoSegment when no segment is ready in
+// when miss lookups are disabled); [ErrNoSegment] when no segment is ready in
 // time, the load failed, the tag is in backoff after a failure (wrapping
 // the store error, or ctx's cause when ctx ended the wait), or the tag is
 // not in the cache and the miss-lookup rate limit is spent (retry later);
-// ErrNotInitialized when the tag is unknown, the tag list was never read and
-// the database does not answer; ErrClosed after Close.
+// [ErrNotInitialized] when the tag is unknown, the tag list was never read and
+// the database does not answer; [ErrClosed] after Close.
 //
 // A caller that asks for the same tag over and over saves the lookup of the
-// tag (most of Get's time) with a handle from Generator.Tag.
+// tag (most of Get's time) with a handle from [Generator.Tag].
 func (g *Generator) Get(ctx context.Context, tag string) (int64, error) {
 	// A cached tag skips lookup's call and closed check: after Close its
 	// buffer holds no segment, so next ends in await's check.
@@ -39,7 +39,7 @@ func (g *Generator) Get(ctx context.Context, tag string) (int64, error) {
 }
 
 // lookup returns the buffer of tag: the cached one, or for a tag not in the
-// cache a probe buffer, not yet loaded (see probe); ErrClosed after Close.
+// cache a probe buffer, not yet loaded (see probe); [ErrClosed] after Close.
 // It is Get's first half; Tag and a Tag whose buffer was dropped use it too.
 func (g *Generator) lookup(tag string) (*buffer, error) {
 	if g.closed.Load() {
@@ -51,9 +51,9 @@ func (g *Generator) lookup(tag string) (*buffer, error) {
 	return g.probe(tag)
 }
 
-// next is Get's second half, shared with Tag.Get (t, nil for Get): the fast
+// next is Get's second half, shared with [Tag.Get] (t, nil for Get): the fast
 // path, segment.take on the current segment, and slow for everything else.
-// It is not inlined (too large); Tag.Get is, so a handle's Get costs one
+// It is not inlined (too large); [Tag.Get] is, so a handle's Get costs one
 // call.
 func (g *Generator) next(ctx context.Context, b *buffer, t *Tag) (int64, error) {
 	var n int64
@@ -101,7 +101,7 @@ func (g *Generator) slow(ctx context.Context, b *buffer, t *Tag, s *segment, n i
 // switch to next, or wait for a load, and retry. It never spins: each round
 // either switches (which only happens once per segment), waits on a load, or
 // returns. With peek it takes no ID: it returns 0, nil as soon as b has a
-// current segment with IDs left (Generator.Tag waiting for a miss lookup's
+// current segment with IDs left ([Generator.Tag] waiting for a miss lookup's
 // first load).
 func (g *Generator) await(ctx context.Context, b *buffer, peek bool) (int64, error) {
 	var timer *time.Timer

@@ -64,7 +64,7 @@ func TestPrefetchAfter(t *testing.T) {
 		start, max, step int64
 		want             int64
 	}{
-		{1, 2001, 2000, 200}, // SPEC §6: a load once more than 200 are used
+		{1, 2001, 2000, 200}, // docs/contract.md §6: a load once more than 200 are used
 		{11, 21, 10, 1},
 		{1, 1501, 2000, -300}, // cut at 1 (max_id - step < 1): prefetch at once
 	}

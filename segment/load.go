@@ -11,18 +11,18 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// LoadEvent describes one segment load for Config.OnLoad: the max_id check
+// LoadEvent describes one segment load for [Config.OnLoad]: the max_id check
 // of a tag with a high-water mark, the allocation (with its retry at the
-// row's own step after store.ErrOverflow), the checks of the segment and the
+// row's own step after [store.ErrOverflow]), the checks of the segment and the
 // store of its mark.
 type LoadEvent struct {
 	// BizTag is the tag whose segment was loaded.
 	BizTag string
 	// Latency is the load's duration on the real clock, the same value
-	// BufferStats.LastLoadLatency shows after a successful load.
+	// [BufferStats.LastLoadLatency] shows after a successful load.
 	Latency time.Duration
 	// Err is nil when the segment was accepted, otherwise the load's error
-	// (a store or context error, or one wrapping ErrRewound).
+	// (a store or context error, or one wrapping [ErrRewound]).
 	Err error
 	// Known reports whether the tag is known to have a row: it was in the
 	// last tag list read, or an allocation of it succeeded (this one or an
@@ -54,10 +54,10 @@ func (g *Generator) startLoad(b *buffer) *loadCall {
 
 // load runs one allocation and installs the segment: as cur for the first
 // load, as next otherwise. An accepted segment's max_id becomes the tag's
-// high-water mark, stored through Config.Marks before the segment is
+// high-water mark, stored through [Config.Marks] before the segment is
 // installed, so that no ID of it is handed out before the mark is durable.
 // A tag with a mark first has its max_id checked against the mark
-// (Store.MaxID). Config.OnLoad hears of the load before its waiters are
+// ([Store.MaxID]). [Config.OnLoad] hears of the load before its waiters are
 // woken. On failure load sets the backoff, or removes the tag when the store
 // no longer has it.
 func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
@@ -212,7 +212,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	b.mu.Unlock()
 }
 
-// checkMaxID returns ErrRewound when the max_id of tag is below high. A
+// checkMaxID returns [ErrRewound] when the max_id of tag is below high. A
 // missing row is left to Allocate to report.
 func checkMaxID(ctx context.Context, st Store, tag string, high int64) error {
 	cur, err := st.MaxID(ctx, tag)

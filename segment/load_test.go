@@ -195,8 +195,8 @@ func TestWaitsThroughSlowDatabase(t *testing.T) {
 
 // TestPrefetchRetriedWhileServing: a prefetch that failed is retried after
 // its backoff by a later request that the current segment still serves
-// (SPEC §2, rule 6), not only once the segment runs out. The table is
-// renamed away to make the load fail for real.
+// (docs/contract.md §2, rule 6), not only once the segment runs out. The
+// table is renamed away to make the load fail for real.
 func TestPrefetchRetriedWhileServing(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))

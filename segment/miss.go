@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// A tag that a load found without a row answers ErrTagNotFound from memory
+// A tag that a load found without a row answers [ErrTagNotFound] from memory
 // for missTTL, so that a client looping on a misspelt tag costs one lookup
 // per missTTL instead of spending the miss-lookup limit that new tags need.
 // A row inserted meanwhile is found after missTTL, or at the next refresh
@@ -22,12 +22,12 @@ const (
 // probe handles a tag not in the cache. A concurrent miss of the same tag
 // may have added a probe buffer already: join it, so concurrent misses share
 // one allocation and one limiter token. A tag a load found without a row
-// less than missTTL ago is ErrTagNotFound at once, without a token.
+// less than missTTL ago is [ErrTagNotFound] at once, without a token.
 // Otherwise, if the limiter allows, add a probe buffer, whose first load
 // (started by the caller's slow path like any first use) confirms the row or
-// drops the buffer. A refused lookup is ErrNoSegment (retryable), not
-// ErrTagNotFound: nobody looked. With miss lookups disabled the cache is the
-// tag list, as in Leaf, and a tag not in it is ErrTagNotFound.
+// drops the buffer. A refused lookup is [ErrNoSegment] (retryable), not
+// [ErrTagNotFound]: nobody looked. With miss lookups disabled the cache is the
+// tag list, as in Leaf, and a tag not in it is [ErrTagNotFound].
 func (g *Generator) probe(tag string) (*buffer, error) {
 	g.cacheMu.Lock()
 	defer g.cacheMu.Unlock()

@@ -7,8 +7,8 @@ import (
 )
 
 // Refresh re-reads the tag list now (the refresh loop does it every
-// Config.RefreshInterval): new tags get a buffer, loaded on first use; tags
-// no longer in the table are dropped and answer ErrTagNotFound. On error the
+// [Config.RefreshInterval]): new tags get a buffer, loaded on first use; tags
+// no longer in the table are dropped and answer [ErrTagNotFound]. On error the
 // cache is left as it was. A successful empty list empties the cache: the
 // query answered, so the table is empty. Tags added by a miss lookup after
 // the list was read are kept. Refresh is safe for concurrent use; calls are

@@ -17,7 +17,7 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// Admin is the part of a store beyond store.Store that the admin API and
+// Admin is the part of a store beyond [store.Store] that the admin API and
 // leafctl use; every dialect's *Store implements it.
 type Admin interface {
 	store.Store
