@@ -249,12 +249,12 @@ func (e *tagErrors) prune(live map[string]bool) {
 // LoadMetrics counts and times segment loads for /metrics:
 // leaf_segment_loads_total{biz_tag,result} and
 // leaf_segment_load_duration_seconds{biz_tag}. Pass its Observe method as
-// segment.Config.OnLoad and the value in Deps.LoadMetrics, so that the
+// [segment.Config.OnLoad] and the value in [Deps.LoadMetrics], so that the
 // handler registers the two metrics and deletes the series of tags that left
 // the store. It is safe for concurrent use.
 //
 // A load is labelled with its biz_tag when the tag is known to exist in the
-// store (segment.LoadEvent.Known: the allocation succeeded, or the tag was in
+// store ([segment.LoadEvent.Known]: the allocation succeeded, or the tag was in
 // the last tag list read); other failures are counted under an empty
 // biz_tag, so that probing random tags never creates series. A lookup of a
 // tag the store does not have is not a load: the generator does not report
@@ -269,7 +269,7 @@ type LoadMetrics struct {
 }
 
 // NewLoadMetrics returns the two load metrics, unregistered: give the result
-// to NewHandler in Deps.LoadMetrics.
+// to [NewHandler] in [Deps.LoadMetrics].
 func NewLoadMetrics() *LoadMetrics {
 	return &LoadMetrics{
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -285,7 +285,8 @@ func NewLoadMetrics() *LoadMetrics {
 	}
 }
 
-// Observe counts and times one load; it is segment.Config.OnLoad's shape.
+// Observe counts and times one load; it has the shape of
+// [segment.Config.OnLoad].
 func (l *LoadMetrics) Observe(e segment.LoadEvent) {
 	result, label := "ok", e.BizTag
 	if e.Err != nil {
