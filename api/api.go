@@ -65,10 +65,10 @@ type Deps struct {
 	// Gatherer is what /metrics serves; nil means Registerer when that is
 	// also a Gatherer (a *prometheus.Registry).
 	Gatherer prometheus.Gatherer
-	// Loads is the LoadRecorder that wraps the store given to segment.New;
-	// its load count and latency metrics are registered with the others.
-	// Nil leaves those two metrics out.
-	Loads *LoadRecorder
+	// LoadMetrics is the [LoadMetrics] whose Observe method segment.New got
+	// as [segment.Config.OnLoad]; its load count and latency metrics are
+	// registered with the others. Nil leaves those two metrics out.
+	LoadMetrics *LoadMetrics
 	// RunwayWarn is the runway (buffered IDs ÷ rate) below which the
 	// dashboard shows a tag in the warning colour; zero means 60 s.
 	RunwayWarn time.Duration

@@ -2,8 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/snowflake"
-	"github.com/leaf-go/leaf/store"
 )
 
 // Metric label values used where the real value would be unbounded.
@@ -249,36 +246,32 @@ func (e *tagErrors) prune(live map[string]bool) {
 	}
 }
 
-// LoadRecorder is a segment.Store that times every segment load and counts
-// it by result, for the metrics leaf_segment_loads_total and
-// leaf_segment_load_duration_seconds. Pass it to segment.New in place of the
-// store and in Deps.Loads to the handler, which registers its metrics. It is
-// safe for concurrent use.
+// LoadMetrics counts and times segment loads for /metrics:
+// leaf_segment_loads_total{biz_tag,result} and
+// leaf_segment_load_duration_seconds{biz_tag}. Pass its Observe method as
+// [segment.Config.OnLoad] and the value in [Deps.LoadMetrics], so that the
+// handler registers the two metrics and deletes the series of tags that left
+// the store. It is safe for concurrent use.
 //
-// A load is labelled with its biz_tag when the tag exists in the store: the
-// allocation succeeded, or the tag was in the last tag list read. A lookup of
-// a tag the store does not have (store.ErrTagNotFound) is not a load and is
-// not recorded. Other failures of tags not in the list are counted under an
-// empty biz_tag, so that probing random tags never creates series.
-type LoadRecorder struct {
-	st       segment.Store
+// A load is labelled with its biz_tag when the tag is known to exist in the
+// store ([segment.LoadEvent.Known]: the allocation succeeded, or the tag was in
+// the last tag list read); other failures are counted under an empty
+// biz_tag, so that probing random tags never creates series. A lookup of a
+// tag the store does not have is not a load: the generator does not report
+// it.
+type LoadMetrics struct {
 	loads    *prometheus.CounterVec   // biz_tag, result
 	duration *prometheus.HistogramVec // biz_tag
 
-	mu sync.Mutex // guards listed and labelled
-	// listed are the tags of the last successful Tags call.
-	listed map[string]struct{}
+	mu sync.Mutex // guards labelled
 	// labelled are the biz_tag values with children in the vectors.
 	labelled map[string]struct{}
 }
 
-var _ segment.Store = (*LoadRecorder)(nil)
-
-// RecordLoads wraps st. The result needs no registration of its own: give it
-// to NewHandler in Deps.Loads.
-func RecordLoads(st segment.Store) *LoadRecorder {
-	return &LoadRecorder{
-		st: st,
+// NewLoadMetrics returns the two load metrics, unregistered: give the result
+// to [NewHandler] in [Deps.LoadMetrics].
+func NewLoadMetrics() *LoadMetrics {
+	return &LoadMetrics{
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaf_segment_loads_total",
 			Help: "Segment allocation transactions by result (ok, error); biz_tag is empty for failures of tags not in the last tag list; a lookup of an unknown tag is not counted.",
@@ -288,61 +281,35 @@ func RecordLoads(st segment.Store) *LoadRecorder {
 			Help:    "Duration of segment allocation transactions, failed ones included.",
 			Buckets: latencyBuckets,
 		}, []string{"biz_tag"}),
-		listed:   map[string]struct{}{},
 		labelled: map[string]struct{}{},
 	}
 }
 
-// Allocate calls the wrapped store's Allocate and records its duration and
-// result. It returns the store's answer unchanged.
-func (l *LoadRecorder) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
-	start := time.Now()
-	a, err := l.st.Allocate(ctx, tag, step)
-	elapsed := time.Since(start)
-
-	if errors.Is(err, store.ErrTagNotFound) {
-		return a, err // a miss, not a failed load
-	}
-	result, label := "ok", tag
-	l.mu.Lock()
-	if err != nil {
+// Observe counts and times one load; it has the shape of
+// [segment.Config.OnLoad].
+func (l *LoadMetrics) Observe(e segment.LoadEvent) {
+	result, label := "ok", e.BizTag
+	if e.Err != nil {
 		result = "error"
-		if _, ok := l.listed[tag]; !ok {
-			label = ""
-		}
+	}
+	if !e.Known {
+		label = ""
 	}
 	if label != "" {
+		l.mu.Lock()
 		l.labelled[label] = struct{}{}
+		l.mu.Unlock()
 	}
-	l.mu.Unlock()
 	l.loads.WithLabelValues(label, result).Inc()
-	l.duration.WithLabelValues(label).Observe(elapsed.Seconds())
-	return a, err
+	l.duration.WithLabelValues(label).Observe(e.Latency.Seconds())
 }
 
-// Tags calls the wrapped store's Tags and remembers the list, which decides
-// whether a failed load is labelled with its tag.
-func (l *LoadRecorder) Tags(ctx context.Context) ([]string, error) {
-	tags, err := l.st.Tags(ctx)
-	if err != nil {
-		return tags, err
-	}
-	m := make(map[string]struct{}, len(tags))
-	for _, t := range tags {
-		m[t] = struct{}{}
-	}
-	l.mu.Lock()
-	l.listed = m
-	l.mu.Unlock()
-	return tags, nil
-}
-
-func (l *LoadRecorder) collectors() []prometheus.Collector {
+func (l *LoadMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{l.loads, l.duration}
 }
 
 // prune deletes the series of tags not in live.
-func (l *LoadRecorder) prune(live map[string]bool) {
+func (l *LoadMetrics) prune(live map[string]bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for t := range l.labelled {
@@ -361,13 +328,13 @@ func (l *LoadRecorder) prune(live map[string]bool) {
 type segmentCollector struct {
 	tr    *tracker
 	errs  *tagErrors
-	loads *LoadRecorder // nil when Deps.Loads is unset
+	loads *LoadMetrics // nil when Deps.LoadMetrics is unset
 
 	issued, step, minStep, curIdle, buffered, nextReady, loading,
 	rate, runway, lastLoad, lastLatency, tags, rewound *prometheus.Desc
 }
 
-func newSegmentCollector(tr *tracker, errs *tagErrors, loads *LoadRecorder) *segmentCollector {
+func newSegmentCollector(tr *tracker, errs *tagErrors, loads *LoadMetrics) *segmentCollector {
 	tag := []string{"biz_tag"}
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)

@@ -31,14 +31,14 @@ func benchHandlers(b *testing.B) (bare, metered http.Handler) {
 	if err := st.Create(ctx, store.Row{BizTag: "bench", MaxID: 1, Step: 1_000_000}); err != nil {
 		b.Fatal(err)
 	}
-	loads := api.RecordLoads(st)
-	gen, err := segment.New(ctx, loads, segment.Config{})
+	loads := api.NewLoadMetrics()
+	gen, err := segment.New(ctx, st, segment.Config{OnLoad: loads.Observe})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { gen.Close() })
 	bare = api.NewHandler(api.Deps{Segment: gen, Store: st})
-	metered = api.NewHandler(api.Deps{Segment: gen, Store: st, Registerer: prometheus.NewRegistry(), Loads: loads})
+	metered = api.NewHandler(api.Deps{Segment: gen, Store: st, Registerer: prometheus.NewRegistry(), LoadMetrics: loads})
 	return bare, metered
 }
 

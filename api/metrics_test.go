@@ -26,7 +26,7 @@ import (
 )
 
 // opsServer is a handler with metrics on a fresh registry, wired as main
-// wires it: the store wrapped by a LoadRecorder for segment.New.
+// wires it: the load metrics' Observe as segment.Config.OnLoad.
 type opsServer struct {
 	srv *httptest.Server
 	reg *prometheus.Registry
@@ -38,8 +38,9 @@ func newOpsServer(t *testing.T, storeDSN string, cfg segment.Config, rows ...sto
 	t.Helper()
 	ctx := context.Background()
 	st := openStore(t, storeDSN, rows...)
-	loads := api.RecordLoads(st)
-	gen, err := segment.New(ctx, loads, cfg)
+	loads := api.NewLoadMetrics()
+	cfg.OnLoad = loads.Observe
+	gen, err := segment.New(ctx, st, cfg)
 	if err != nil {
 		t.Fatalf("segment.New: %v", err)
 	}
@@ -51,7 +52,7 @@ func newOpsServer(t *testing.T, storeDSN string, cfg segment.Config, rows ...sto
 		collectors.NewBuildInfoCollector(),
 	)
 	srv := httptest.NewServer(api.NewHandler(api.Deps{
-		Segment: gen, Store: st, Registerer: reg, Loads: loads,
+		Segment: gen, Store: st, Registerer: reg, LoadMetrics: loads,
 	}))
 	t.Cleanup(srv.Close)
 	return &opsServer{srv: srv, reg: reg, gen: gen, st: st}

@@ -57,7 +57,7 @@ func newOps(h *handler) *ops {
 	reg.MustRegister(o.metrics.collectors()...)
 	if o.tracker != nil {
 		o.metrics.segErrs = newTagErrors(o.tracker.isServed)
-		reg.MustRegister(newSegmentCollector(o.tracker, o.metrics.segErrs, h.d.Loads))
+		reg.MustRegister(newSegmentCollector(o.tracker, o.metrics.segErrs, h.d.LoadMetrics))
 	}
 	if h.d.Snowflake != nil {
 		source := "unknown"

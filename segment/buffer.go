@@ -11,11 +11,13 @@ import (
 // immutable; used counts take calls, so it can pass size but never wraps in
 // practice (2^63 calls) and an ID outside [start, max) is never returned.
 type segment struct {
-	// The first cache line holds what the fast path reads but rarely
-	// changes (due, start); the second holds used alone. Under contention
-	// the line of used moves from core to core on every add; had due and
-	// start shared it, the reads after the add could miss again when
-	// another core took the line in between.
+	// used, which every take writes, has a 64-byte cache line to itself:
+	// a full line of padding on each side keeps every other field, and any
+	// neighbouring object, off the lines that hold it, whatever the
+	// allocation's alignment (Go promises none beyond 8 bytes). Under
+	// contention the line of used moves from core to core on every add;
+	// had due and start shared it, the reads after the add could miss again
+	// when another core took the line in between.
 
 	// due is the used count up to which a take needs nothing more: the
 	// fast path is n <= due. It is prefetchAfter while no next segment is
@@ -31,12 +33,16 @@ type segment struct {
 	// prefetchAfter is the used count past which the idle part, max minus
 	// the next value, is below 0.9*step (Leaf: getIdle() < 0.9*getStep()).
 	prefetchAfter int64
-	_             [16]byte
-	// used counts takes, on a 64-byte line of its own (the struct is 128
-	// bytes, a size class whose objects are 128-byte aligned).
+	_             [cacheLine]byte
+	// used counts takes, alone on its cache line.
 	used atomic.Int64
-	_    [56]byte
+	_    [cacheLine]byte
 }
+
+// cacheLine is the size of a CPU cache line in bytes: 64 on amd64 and most
+// arm64 cores. On a CPU with longer lines the padding is too short to keep
+// used alone, which costs speed, never correctness.
+const cacheLine = 64
 
 func newSegment(start, max, step int64) *segment {
 	size := max - start
@@ -51,7 +57,7 @@ func newSegment(start, max, step int64) *segment {
 	return s
 }
 
-// take is the fast path of Get and Tag.Get: one atomic add, no lock. n is
+// take is the fast path of Get and [Tag.Get]: one atomic add, no lock. n is
 // the used count after the add; ID start+n-1 is valid when n <= size. fast
 // is true when it is valid and nothing else is due (n <= due): within the
 // first 10% of the segment (Leaf: idle >= 0.9*step), or with a next segment
@@ -102,6 +108,9 @@ type buffer struct {
 	// probe marks a buffer created by a miss lookup; it is dropped from the
 	// cache when its first load fails.
 	probe bool
+	// known is true once the tag is known to have a row: a refresh listed
+	// it, or an allocation of it succeeded (LoadEvent.Known).
+	known atomic.Bool
 
 	// cur is the segment IDs are taken from; nil until the first load.
 	cur atomic.Pointer[segment]
@@ -170,7 +179,7 @@ func (b *buffer) setPending(v bool) {
 
 // remove marks b as dropped from the cache and clears it, so that the fast
 // path of a Tag handle still holding b fails without reading removed and the
-// slow path answers ErrTagNotFound. b.mu must be held.
+// slow path answers [ErrTagNotFound]. b.mu must be held.
 func (b *buffer) remove() {
 	b.removed = true
 	b.clear()
@@ -189,7 +198,7 @@ func (b *buffer) clear() {
 	b.next = nil
 }
 
-// stats snapshots the buffer for Generator.Stats.
+// stats snapshots the buffer for [Generator.Stats].
 func (b *buffer) stats() BufferStats {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -188,7 +188,8 @@ func waitNextReady(t testing.TB, g *segment.Generator, tag string) segment.Buffe
 type countingStore struct {
 	segment.Store
 	allocs atomic.Int64
-	tags   atomic.Int64
+	rows   atomic.Int64
+	maxIDs atomic.Int64
 }
 
 func (c *countingStore) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
@@ -196,10 +197,20 @@ func (c *countingStore) Allocate(ctx context.Context, tag string, step int64) (s
 	return c.Store.Allocate(ctx, tag, step)
 }
 
-func (c *countingStore) Tags(ctx context.Context) ([]string, error) {
-	c.tags.Add(1)
-	return c.Store.Tags(ctx)
+func (c *countingStore) Rows(ctx context.Context) ([]store.Row, error) {
+	c.rows.Add(1)
+	return c.Store.Rows(ctx)
 }
+
+func (c *countingStore) MaxID(ctx context.Context, tag string) (int64, error) {
+	c.maxIDs.Add(1)
+	return c.Store.MaxID(ctx, tag)
+}
+
+// loadCalls is the number of Allocate and MaxID calls: a load of a tag with
+// a high-water mark calls MaxID, then Allocate if max_id is not below the
+// mark; a load of a tag without one calls Allocate only.
+func (c *countingStore) loadCalls() int64 { return c.allocs.Load() + c.maxIDs.Load() }
 
 // viaProxy returns dsnStr with its host:port replaced by proxy, and the
 // original host:port.

@@ -64,7 +64,7 @@ func TestPrefetchAfter(t *testing.T) {
 		start, max, step int64
 		want             int64
 	}{
-		{1, 2001, 2000, 200}, // SPEC §6: a load once more than 200 are used
+		{1, 2001, 2000, 200}, // docs/contract.md §6: a load once more than 200 are used
 		{11, 21, 10, 1},
 		{1, 1501, 2000, -300}, // cut at 1 (max_id - step < 1): prefetch at once
 	}
@@ -129,23 +129,36 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-// TestSegmentFillsCacheLine checks the layout the fast path relies on:
-// segment is two 64-byte lines with used alone on the second, and a Tag is
-// one line.
+// TestSegmentFillsCacheLine checks the layout the fast path relies on, as
+// the struct guarantees it whatever the allocation's alignment: a full
+// cache line of padding before and after used, so that no other field
+// shares a line with it; and a Tag is one line's size.
 func TestSegmentFillsCacheLine(t *testing.T) {
-	if got := unsafe.Sizeof(segment{}); got != 128 {
-		t.Fatalf("unsafe.Sizeof(segment{}) = %d, want 128 (two cache lines)", got)
+	var s segment
+	used, size := unsafe.Offsetof(s.used), unsafe.Sizeof(s.used)
+	// The last field before the padding ends where the padding starts.
+	before := unsafe.Offsetof(s.prefetchAfter) + unsafe.Sizeof(s.prefetchAfter)
+	if gap := used - before; gap < cacheLine {
+		t.Errorf("padding before used = %d bytes (offset %d, previous field ends at %d), want >= %d", gap, used, before, cacheLine)
 	}
-	if got := unsafe.Offsetof(segment{}.used); got != 64 {
-		t.Fatalf("unsafe.Offsetof(segment{}.used) = %d, want 64 (a line of its own)", got)
+	if gap := unsafe.Sizeof(s) - (used + size); gap < cacheLine {
+		t.Errorf("padding after used = %d bytes (struct size %d, used ends at %d), want >= %d", gap, unsafe.Sizeof(s), used+size, cacheLine)
 	}
-	for range 100 {
-		if p := uintptr(unsafe.Pointer(newSegment(1, 2, 1))); p%64 != 0 {
-			t.Fatalf("segment allocated at %#x, not 64-byte aligned", p)
+	// prefetchAfter is the last field before used: every other one ends
+	// no later.
+	for name, end := range map[string]uintptr{
+		"due":   unsafe.Offsetof(s.due) + unsafe.Sizeof(s.due),
+		"start": unsafe.Offsetof(s.start) + unsafe.Sizeof(s.start),
+		"max":   unsafe.Offsetof(s.max) + unsafe.Sizeof(s.max),
+		"size":  unsafe.Offsetof(s.size) + unsafe.Sizeof(s.size),
+		"step":  unsafe.Offsetof(s.step) + unsafe.Sizeof(s.step),
+	} {
+		if end > before {
+			t.Errorf("field %s ends at %d, after prefetchAfter (%d): it would be closer to used", name, end, before)
 		}
 	}
-	if got := unsafe.Sizeof(Tag{}); got != 64 {
-		t.Fatalf("unsafe.Sizeof(Tag{}) = %d, want 64 (one cache line)", got)
+	if got := unsafe.Sizeof(Tag{}); got != cacheLine {
+		t.Fatalf("unsafe.Sizeof(Tag{}) = %d, want %d (one cache line)", got, cacheLine)
 	}
 }
 

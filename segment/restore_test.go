@@ -189,43 +189,8 @@ func TestRefusesUntilFenced(t *testing.T) {
 	}
 }
 
-// TestRefusingWithoutRowsBurns: with no way to read max_id, each retry
-// allocates and burns a segment; IDs below the mark are still never handed
-// out, and serving resumes once the burns pass the mark.
-func TestRefusingWithoutRowsBurns(t *testing.T) {
-	t.Parallel()
-	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "burn", 1, 100)
-	cs := &countingStore{Store: db.st} // Allocate and Tags only: no Rows
-	g := newGen(t, cs, fastRetry)
-	seen := map[int64]bool{}
-	for range 150 {
-		seen[mustGet(t, g, "burn")] = true
-	}
-	waitNextReady(t, g, "burn")
-	high := db.maxID(t, "burn") // 301
-	db.exec(t, "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'burn'")
-	refused := false
-	for n := 0; n < 2000; n++ {
-		id, err := g.Get(context.Background(), "burn")
-		if err != nil {
-			refused = refused || errors.Is(err, segment.ErrRewound)
-			time.Sleep(time.Millisecond)
-			continue
-		}
-		if seen[id] {
-			t.Fatalf("Get(%q) = %d twice", "burn", id)
-		}
-		seen[id] = true
-		if refused && id >= high {
-			return // resumed above the mark
-		}
-	}
-	t.Fatalf("refused=%v; never resumed above the mark %d", refused, high)
-}
-
-// blockingMarks holds every Store until release is closed, so that a test
-// can look at what Get does while a mark is not yet durable.
+// blockingMarks holds every Store and StoreAll until release is closed, so
+// that a test can look at what Get does while a mark is not yet durable.
 type blockingMarks struct {
 	segment.Marks
 	entered chan int64    // receives each mark as Store starts, if not full
@@ -240,6 +205,11 @@ func (m *blockingMarks) Store(ctx context.Context, tag string, maxID int64) erro
 	}
 	<-m.release
 	return m.Marks.Store(ctx, tag, maxID)
+}
+
+func (m *blockingMarks) StoreAll(ctx context.Context, marks map[string]int64) error {
+	<-m.release
+	return m.Marks.StoreAll(ctx, marks)
 }
 
 func recvMark(t testing.TB, ch <-chan int64) int64 {
@@ -323,6 +293,9 @@ type failingMarks struct{}
 
 func (failingMarks) Load(context.Context) (map[string]int64, error) { return map[string]int64{}, nil }
 func (failingMarks) Store(context.Context, string, int64) error     { return errors.New("disk full") }
+func (failingMarks) StoreAll(context.Context, map[string]int64) error {
+	return errors.New("disk full")
+}
 
 // TestMarkNotStoredRefused: a segment whose mark cannot be stored is not
 // served.

@@ -6,43 +6,43 @@
 // Once more than 10% of it is used one background load reserves the next
 // segment [max_id-step, max_id) in one transaction. When current runs dry the
 // buffer switches to next; a caller that finds no next waits for the load in
-// flight, bounded by Config.WaitTimeout and its context, then gets ErrNoSegment.
+// flight, bounded by [Config.WaitTimeout] and its context, then gets
+// [ErrNoSegment].
 //
 // The step adapts as Leaf's: doubled when the previous load was less than 15
 // minutes ago (up to 1,000,000), halved after 30 minutes, never below the
 // step column, which is re-read on every load and never written.
 //
-// Error codes, as Leaf's: -1 (ErrNotInitialized) only for a tag not in the
+// Error codes, as Leaf's: -1 ([ErrNotInitialized]) only for a tag not in the
 // cache while the tag list was never read and the database does not answer;
-// -2 (ErrTagNotFound) for a tag without a row; -3 (ErrNoSegment) when no
+// -2 ([ErrTagNotFound]) for a tag without a row; -3 ([ErrNoSegment]) when no
 // segment is ready, including a first load of a known tag that failed (Leaf
 // answers -3 there too).
 //
 // Deliberately unlike Leaf: a tag missing from the cache is looked up in the
 // database at once (rate-limited: past the limit it is -3, retry later)
-// instead of waiting up to a minute for the refresh; a failed load backs off exponentially instead of being retried on
-// every request; a step below the step column (raised by an operator) is
-// lifted to it; a segment with IDs below 1 is cut at 1 (refused if empty);
-// and a segment starting below the tag's high-water mark is refused
-// (ErrRewound).
+// instead of waiting up to a minute for the refresh; a failed load backs off
+// exponentially instead of being retried on every request; a step below the
+// step column (raised by an operator) is lifted to it; a segment with IDs
+// below 1 is cut at 1 (refused if empty); and a segment starting below the
+// tag's high-water mark is refused ([ErrRewound]).
 //
-// Restore safety (SPEC §2): per tag the generator remembers the highest
-// max_id of a segment it accepted, its high-water mark, and with
-// Config.Marks persists it (FileMarks: a file in the data directory) before
-// any ID of the segment is handed out, so a restarted server remembers it
-// too. A segment that starts below the mark means the database went back in
-// time (restored backup, failover to a lagging replica): it is refused, the
-// tag answers ErrNoSegment (-3) wrapping ErrRewound, Stats shows Refusing,
-// and the refusal is logged at error level with tag, segment and mark. The
-// tag keeps refusing until max_id is at or above the mark again, which is
-// what an operator's fence does (`leafctl tag fence <tag> --min <mark>`);
-// then the next retry serves by itself. Retries back off up to
-// Config.RefuseRetryMax (30 s). When Config.Rows is a MaxIDReader (the stores
-// in store/ are), every load of a tag that has a mark first reads max_id and
-// refuses a rewound table without allocating, so noticing burns nothing and
-// cannot carry max_id past another server's lower mark. Without it the
-// refused allocation moves max_id forward by one segment (never handed out,
-// so that is safe) and, without Config.Rows at all, every retry burns one.
+// Restore safety (docs/contract.md §2): per tag the generator remembers the
+// highest max_id of a segment it accepted, its high-water mark, and with
+// [Config.Marks] persists it ([FileMarks]: a file in the data directory)
+// before any ID of the segment is handed out, so a restarted server remembers
+// it too. A segment that starts below the mark means the database went back
+// in time (restored backup, failover to a lagging replica): it is refused,
+// the tag answers [ErrNoSegment] (-3) wrapping [ErrRewound], Stats shows
+// Refusing, and the refusal is logged at error level with tag, segment and
+// mark. The tag keeps refusing until max_id is at or above the mark again,
+// which is what an operator's fence does
+// (`leafctl tag fence <tag> --min <mark>`); then the next retry serves by
+// itself. Retries back off up to
+// [Config.RefuseRetryMax] (30 s). Every load of a tag that has a mark first
+// reads max_id ([Store.MaxID]) and refuses a rewound table without
+// allocating, so noticing burns nothing and cannot carry max_id past another
+// server's lower mark.
 //
 // Every tag refresh also reads the table's max_id into the marks (observe),
 // so a server whose own last segment is old still knows what the other
@@ -55,11 +55,12 @@
 // or stop all servers, fence, then start them.
 //
 // A caller that asks for IDs of one tag over and over can resolve it once
-// with Generator.Tag: the handle's Get is Generator.Get without the lookup
-// of the tag in the cache (a string hash and map probe, most of Get's time).
+// with [Generator.Tag]: the handle's Get is [Generator.Get] without the lookup
+// of the tag in the cache (a string hash and map probe, most of Get's time;
+// compare BenchmarkGet and BenchmarkTagGet).
 //
-// The package is pure: it talks to the database only through the Store
-// interface and exposes its state through Generator.Stats.
+// The package is pure: it talks to the database only through the [Store]
+// interface and exposes its state through [Generator.Stats].
 package segment
 
 import (
@@ -72,8 +73,9 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// Errors returned by Generator.Get, and for the same cases by Generator.Tag
-// and Tag.Get. Each maps to one of Leaf's result codes through Code. Causes are wrapped, so errors.Is also matches the underlying
+// Errors returned by [Generator.Get], and for the same cases by
+// [Generator.Tag] and [Tag.Get]. Each maps to one of Leaf's result codes
+// through Code. Causes are wrapped, so errors.Is also matches the underlying
 // store or context error.
 var (
 	// ErrNotInitialized is returned by Get for a tag that is not in the
@@ -85,18 +87,18 @@ var (
 	// tag (a lookup that found none is remembered for two seconds), when the
 	// tag was removed by a refresh, or for a tag not in the cache when miss
 	// lookups are disabled (Leaf code -2, EXCEPTION_ID_KEY_NOT_EXISTS).
-	// A spent miss-lookup rate limit is ErrNoSegment: nobody looked.
+	// A spent miss-lookup rate limit is [ErrNoSegment]: nobody looked.
 	ErrTagNotFound = errors.New("segment: biz tag not found")
 	// ErrNoSegment is returned by Get when the current segment is spent and
-	// no next segment arrived within Config.WaitTimeout (or the caller's
+	// no next segment arrived within [Config.WaitTimeout] (or the caller's
 	// context ended first), when a load failed (the store error is wrapped),
 	// while a failed tag is in backoff, or for a tag not in the cache when
 	// the miss-lookup rate limit is spent (Leaf code -3,
 	// EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL).
 	ErrNoSegment = errors.New("segment: no segment ready")
-	// ErrRewound is returned (wrapped in ErrNoSegment) when the store hands
+	// ErrRewound is returned (wrapped in [ErrNoSegment]) when the store hands
 	// out a segment that starts below the tag's high-water mark, the
-	// highest max_id this generator (or, with Config.Marks, an earlier run
+	// highest max_id this generator (or, with [Config.Marks], an earlier run
 	// on the same data directory) accepted: the database went back in time
 	// (restored backup, failover to a lagging replica). The segment is
 	// refused, and so is every later one until max_id is fenced forward to
@@ -107,9 +109,9 @@ var (
 )
 
 // Code maps an error from Get to Leaf's result code: 0 for nil, -1 for
-// ErrNotInitialized, -2 for ErrTagNotFound, and -3 for ErrNoSegment,
-// ErrClosed and any other error (Leaf's EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL is
-// its catch-all for "no ID now").
+// [ErrNotInitialized], -2 for [ErrTagNotFound], and -3 for [ErrNoSegment],
+// [ErrClosed] and any other error (Leaf's EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL
+// is its catch-all for "no ID now").
 func Code(err error) int64 {
 	switch {
 	case err == nil:
@@ -123,36 +125,26 @@ func Code(err error) int64 {
 	}
 }
 
-// Store is what the generator needs from a leaf_alloc database. The stores in
-// store/postgres, store/mysql and store/sqlite satisfy it; see store.Store for
-// the full contract of each method. It must be safe for concurrent use.
+// Store is the leaf_alloc database exactly as the generator uses it. Every
+// [store.Store] (store/postgres, store/mysql, store/sqlite) is one; see
+// [store.Store] for the full contract of each method. It must be safe for
+// concurrent use.
 type Store interface {
 	// Allocate reserves the next segment of tag; step <= 0 means the row's
-	// own step, step > 0 a custom step.
+	// own step, step > 0 a custom step. Errors: [store.ErrTagNotFound] for a
+	// missing row, [store.ErrOverflow], [store.ErrBadStep], or a driver error.
 	Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error)
-	// Tags lists every biz_tag in leaf_alloc.
-	Tags(ctx context.Context) ([]string, error)
-}
-
-// Every store.Store (postgres, mysql, sqlite) is a Store.
-var _ Store = store.Store(nil)
-
-// RowReader reads leaf_alloc without changing it (Config.Rows). Every
-// store.Store is one. It must be safe for concurrent use.
-type RowReader interface {
-	// Rows returns every leaf_alloc row.
+	// Rows returns every leaf_alloc row: the tag list of a refresh, and the
+	// max_id of every row for the high-water marks.
 	Rows(ctx context.Context) ([]store.Row, error)
-}
-
-var _ RowReader = store.Store(nil)
-
-// MaxIDReader reads the max_id of one row (the stores in store/ have it).
-// When Config.Rows also implements it, every load of a tag with a
-// high-water mark first reads max_id and refuses a rewound table without
-// allocating (ErrRewound). Errors: store.ErrTagNotFound for a missing row.
-type MaxIDReader interface {
+	// MaxID reads the max_id of one row without changing it: every load of
+	// a tag with a high-water mark checks it before allocating. Errors:
+	// [store.ErrTagNotFound] for a missing row.
 	MaxID(ctx context.Context, tag string) (int64, error)
 }
+
+// Every [store.Store] (postgres, mysql, sqlite) is a Store.
+var _ Store = store.Store(nil)
 
 // Clock is the generator's source of time, injected so that tests can move
 // time by hand. Now must be safe for concurrent use. The generator uses Now
@@ -175,31 +167,32 @@ func (SystemClock) Sleep(d time.Duration) { time.Sleep(d) }
 // Defaults used for zero fields of Config. The step and window values are
 // Leaf's (SegmentIDGenImpl.MAX_STEP and SEGMENT_DURATION).
 const (
-	// DefaultWaitTimeout is Config.WaitTimeout's default: 1 s.
+	// DefaultWaitTimeout is [Config.WaitTimeout]'s default: 1 s.
 	DefaultWaitTimeout = time.Second
-	// DefaultRefreshInterval is Config.RefreshInterval's default: 60 s, as
+	// DefaultRefreshInterval is [Config.RefreshInterval]'s default: 60 s, as
 	// Leaf's updateCacheFromDbAtEveryMinute.
 	DefaultRefreshInterval = 60 * time.Second
-	// DefaultLoadTimeout is Config.LoadTimeout's default: 5 s.
+	// DefaultLoadTimeout is [Config.LoadTimeout]'s default: 5 s.
 	DefaultLoadTimeout = 5 * time.Second
-	// DefaultMissLookupRate is Config.MissLookupRate's default, in lookups
+	// DefaultMissLookupRate is [Config.MissLookupRate]'s default, in lookups
 	// per second.
 	DefaultMissLookupRate = 10.0
-	// DefaultMissLookupBurst is Config.MissLookupBurst's default, in lookups.
+	// DefaultMissLookupBurst is [Config.MissLookupBurst]'s default, in
+	// lookups.
 	DefaultMissLookupBurst = 20
-	// DefaultRetryMin is Config.RetryMin's default: 100 ms.
+	// DefaultRetryMin is [Config.RetryMin]'s default: 100 ms.
 	DefaultRetryMin = 100 * time.Millisecond
-	// DefaultRetryMax is Config.RetryMax's default: 10 s.
+	// DefaultRetryMax is [Config.RetryMax]'s default: 10 s.
 	DefaultRetryMax = 10 * time.Second
-	// DefaultMaxStep is Config.MaxStep's default, in IDs (Leaf's MAX_STEP).
+	// DefaultMaxStep is [Config.MaxStep]'s default, in IDs (Leaf's MAX_STEP).
 	DefaultMaxStep = 1_000_000
-	// DefaultGrowWindow is Config.GrowWindow's default: 15 min (Leaf's
+	// DefaultGrowWindow is [Config.GrowWindow]'s default: 15 min (Leaf's
 	// SEGMENT_DURATION).
 	DefaultGrowWindow = 15 * time.Minute
-	// DefaultShrinkWindow is Config.ShrinkWindow's default: 30 min (twice
+	// DefaultShrinkWindow is [Config.ShrinkWindow]'s default: 30 min (twice
 	// Leaf's SEGMENT_DURATION).
 	DefaultShrinkWindow = 30 * time.Minute
-	// DefaultRefuseRetryMax is Config.RefuseRetryMax's default: 30 s (or
+	// DefaultRefuseRetryMax is [Config.RefuseRetryMax]'s default: 30 s (or
 	// RetryMax when that is longer).
 	DefaultRefuseRetryMax = 30 * time.Second
 )
@@ -220,11 +213,11 @@ type Config struct {
 	LoadTimeout time.Duration
 	// MissLookupRate is the number of database lookups per second allowed
 	// for tags not in the cache, so that probing random tags cannot flood
-	// the database. Past the limit such a tag answers ErrNoSegment (retry
-	// later); a tag a lookup found without a row answers ErrTagNotFound for
+	// the database. Past the limit such a tag answers [ErrNoSegment] (retry
+	// later); a tag a lookup found without a row answers [ErrTagNotFound] for
 	// two seconds without another lookup, so a client looping on one
 	// misspelt tag does not spend the limit. Default 10; a negative value
-	// disables miss lookups (unknown tags then answer ErrTagNotFound until
+	// disables miss lookups (unknown tags then answer [ErrTagNotFound] until
 	// the periodic refresh lists them, as in Leaf).
 	MissLookupRate float64
 	// MissLookupBurst is the burst of the miss-lookup limiter. Default 20.
@@ -246,22 +239,25 @@ type Config struct {
 	// Marks persists the per-tag high-water marks (restore safety, see the
 	// package doc); New loads them and fails if they cannot be read. Default
 	// nil: marks live in memory only and a restart forgets them. leaf-server
-	// passes a FileMarks in its data directory.
+	// passes a [FileMarks] in its data directory.
 	Marks Marks
-	// Rows reads leaf_alloc without changing it. While a tag is refusing,
-	// each retry reads the tag's max_id first and allocates only once it is
-	// at or above the mark, so that waiting for the fence burns no segment.
-	// Default: the Store itself when it has a Rows method (store.Store has);
-	// nil otherwise, and then every retry allocates and burns one segment.
-	Rows RowReader
 	// RefuseRetryMax caps the backoff between retries of a refusing tag
 	// (RetryMin doubling up to it). Default 30 s, or RetryMax when longer.
 	RefuseRetryMax time.Duration
-	// Clock is the source of time. Default SystemClock{}.
+	// Clock is the source of time. Default [SystemClock].
 	Clock Clock
 	// Logger receives load failures and refresh errors. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// OnLoad, when set, is called once per segment load, failed ones
+	// included, with what metrics need (see [LoadEvent]); a load that found no
+	// row ([store.ErrTagNotFound]) is a lookup, not a load, and is not
+	// reported. It is called from the loading goroutine, without any lock of
+	// the generator held, before the callers waiting for the load are woken.
+	// It must be safe for concurrent use (loads of different tags run
+	// concurrently), return quickly, and not call the Generator. The fast
+	// path never calls it. Default nil.
+	OnLoad func(LoadEvent)
 }
 
 // withDefaults returns c with zero fields filled in, or an error naming the

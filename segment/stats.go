@@ -60,12 +60,12 @@ type BufferStats struct {
 	// by the rate for the runway.
 	Remaining int64
 	// Refusing is true while the tag refuses segments below its high-water
-	// mark (ErrRewound): the database went back in time and the tag gets no
+	// mark ([ErrRewound]): the database went back in time and the tag gets no
 	// new segment until max_id is fenced to at least HighWater. Segments
 	// already in memory keep serving.
 	Refusing bool
 	// HighWater is the tag's high-water mark: the highest max_id accepted
-	// for it, persisted with Config.Marks (0 when none).
+	// for it, persisted with [Config.Marks] (0 when none).
 	HighWater int64
 }
 

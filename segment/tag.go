@@ -6,21 +6,21 @@ import (
 )
 
 // Tag is a handle on one biz_tag of a Generator, for callers that ask for IDs
-// of a fixed tag over and over: Tag.Get answers what Generator.Get answers
-// for the tag, without looking the tag up in the generator's cache on every
-// call (the string hash and map probe are most of Generator.Get's time). All
-// methods are safe for concurrent use; one Tag may be shared by any number
-// of goroutines, and Tag.Get and Generator.Get of the same tag may be mixed:
-// both take from the same buffer, so no ID is handed out twice.
+// of a fixed tag over and over: [Tag.Get] answers what [Generator.Get]
+// answers for the tag, without looking the tag up in the generator's cache on
+// every call (the string hash and map probe are most of [Generator.Get]'s
+// time). All methods are safe for concurrent use; one Tag may be shared by
+// any number of goroutines, and [Tag.Get] and [Generator.Get] of the same tag
+// may be mixed: both take from the same buffer, so no ID is handed out twice.
 //
 // A Tag follows its biz_tag, not one buffer: when a refresh (or a load that
 // finds the row gone) drops the tag, the handle's next Get looks the tag up
-// again exactly as Generator.Get would, so it answers ErrTagNotFound while
+// again exactly as [Generator.Get] would, so it answers [ErrTagNotFound] while
 // the row is missing and serves again once the row is back (a tag not in
 // the cache is a miss lookup, rate-limited as for Get). A tag deleted
 // and re-created with a lower max_id is refused like any rewound table
-// (ErrNoSegment wrapping ErrRewound), because the high-water mark outlives
-// the buffer. After Close, Get answers ErrClosed.
+// ([ErrNoSegment] wrapping [ErrRewound]), because the high-water mark outlives
+// the buffer. After Close, Get answers [ErrClosed].
 type Tag struct {
 	// seg is the segment the handle takes from: the buffer's cur as the
 	// handle last saw it, so that the fast path is one load, one atomic
@@ -34,10 +34,11 @@ type Tag struct {
 	b   atomic.Pointer[buffer]
 	g   *Generator
 	tag string
-	// pad fills the handle to a 64-byte cache line of its own: it is read
-	// on every Get, and a neighbour written often would make every core
-	// that reads it miss. (A precaution: BenchmarkTagGet has no such
-	// neighbour and shows no difference.)
+	// pad fills the handle to 64 bytes, one cache line: it is read on
+	// every Get, and a neighbour on its line written often would make every
+	// core that reads it miss. Heap objects of this size start on a line
+	// in practice, though Go does not promise it. (A precaution:
+	// BenchmarkTagGet has no such neighbour.)
 	_ [24]byte
 }
 
@@ -50,18 +51,18 @@ var spentSegment = func() *segment {
 	return s
 }()
 
-// Tag returns a handle on tag. It resolves tag as Generator.Get does: a
+// Tag returns a handle on tag. It resolves tag as [Generator.Get] does: a
 // cached tag returns at once (its first segment, if not loaded yet, is
 // loaded by the first Get); a tag not in the cache is looked up in the
 // database (the rate-limited miss lookup) by loading its first segment,
-// waiting for it up to Config.LoadTimeout and until ctx is done. It takes no
+// waiting for it up to [Config.LoadTimeout] and until ctx is done. It takes no
 // ID.
 //
-// Errors are Generator.Get's for the same tag: ErrTagNotFound for a tag
-// without a row, ErrNoSegment when the miss lookup's load failed or timed
+// Errors are [Generator.Get]'s for the same tag: [ErrTagNotFound] for a tag
+// without a row, [ErrNoSegment] when the miss lookup's load failed or timed
 // out or the miss-lookup rate limit is spent (retry later),
-// ErrNotInitialized when the tag list was never read and the database does
-// not answer, ErrClosed after Close.
+// [ErrNotInitialized] when the tag list was never read and the database does
+// not answer, [ErrClosed] after Close.
 func (g *Generator) Tag(ctx context.Context, tag string) (*Tag, error) {
 	b, err := g.lookup(tag)
 	if err != nil {
@@ -78,7 +79,7 @@ func (g *Generator) Tag(ctx context.Context, tag string) (*Tag, error) {
 	return t, nil
 }
 
-// Get returns the next ID of the tag, with Generator.Get's guarantees (> 0,
+// Get returns the next ID of the tag, with [Generator.Get]'s guarantees (> 0,
 // never handed out before by any generator sharing the database), timeouts
 // and errors. The fast path is one atomic add with no lock and no map
 // lookup, inlined into the caller, and ignores ctx.
@@ -91,11 +92,11 @@ func (t *Tag) Get(ctx context.Context) (int64, error) {
 	}
 }
 
-// slow is Tag.Get past its fast path: n is the used count of s, the
+// slow is [Tag.Get] past its fast path: n is the used count of s, the
 // handle's segment, after Get's take. An n within s's size is an ID taken
 // while s was cur (a spent or retired segment fails every take), handed out
 // by Generator.slow with the prefetch it is due; otherwise the buffer's
-// current segment is taken from as Generator.Get would. Either way the
+// current segment is taken from as [Generator.Get] would. Either way the
 // handle then caches the buffer's cur for the next Get.
 func (t *Tag) slow(ctx context.Context, s *segment, n int64) (int64, error) {
 	var (

@@ -315,7 +315,7 @@ func TestTagDuringClose(t *testing.T) {
 
 // gateStore lets a test hold Allocate of one tag until released and hide
 // that tag from the tag list, so that a refresh drops it while its load is
-// in flight. It has no Rows: the generator reads the list through Tags.
+// in flight.
 type gateStore struct {
 	segment.Store
 	tag     string
@@ -333,12 +333,12 @@ func (s *gateStore) Allocate(ctx context.Context, tag string, step int64) (store
 	return s.Store.Allocate(ctx, tag, step)
 }
 
-func (s *gateStore) Tags(ctx context.Context) ([]string, error) {
-	tags, err := s.Store.Tags(ctx)
+func (s *gateStore) Rows(ctx context.Context) ([]store.Row, error) {
+	rows, err := s.Store.Rows(ctx)
 	if s.hidden.Load() {
-		tags = slices.DeleteFunc(tags, func(t string) bool { return t == s.tag })
+		rows = slices.DeleteFunc(rows, func(r store.Row) bool { return r.BizTag == s.tag })
 	}
-	return tags, err
+	return rows, err
 }
 
 // TestTagDroppedDuringLoad: a refresh drops the tag while its first load is

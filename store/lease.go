@@ -9,7 +9,7 @@ import (
 
 // Errors of the worker ID lease methods (ClaimWorker, RenewWorker,
 // ReleaseWorker), the same on every dialect. They implement the `sql` worker
-// ID source of SPEC §3.
+// ID source of docs/contract.md §3.
 var (
 	// ErrNoFreeWorker is returned by ClaimWorker when every worker ID in
 	// 0..maxWorker is held by an unexpired lease. The error message names the
@@ -51,7 +51,7 @@ type Lease struct {
 	WorkerID int64
 	// Generation is the fencing token: bumped by every claim of the row, so
 	// the first claim of a worker ID gets 1. Renewals and releases must
-	// present it; a stale one gets ErrLeaseLost.
+	// present it; a stale one gets [ErrLeaseLost].
 	Generation int64
 	// Owner is what the claimer wrote into the owner column (for operators;
 	// it plays no part in fencing).
@@ -77,7 +77,7 @@ func (l Lease) HighWater() time.Time {
 
 // ValidateClaim checks ClaimWorker's arguments: maxWorker in
 // 0..MaxLeaseWorker and ttl in [MinLeaseTTL, MaxLeaseTTL]. The error wraps
-// ErrBadLease.
+// [ErrBadLease].
 func ValidateClaim(maxWorker int64, ttl time.Duration) error {
 	if maxWorker < 0 || maxWorker > MaxLeaseWorker {
 		return fmt.Errorf("%w: max worker ID %d not in [0, %d]", ErrBadLease, maxWorker, MaxLeaseWorker)
@@ -87,7 +87,7 @@ func ValidateClaim(maxWorker int64, ttl time.Duration) error {
 
 // ValidateRenew checks RenewWorker's arguments: a worker ID in
 // 0..MaxLeaseWorker, a TTL in [MinLeaseTTL, MaxLeaseTTL] and a high-water
-// mark >= 0. The error wraps ErrBadLease.
+// mark >= 0. The error wraps [ErrBadLease].
 func ValidateRenew(workerID int64, ttl time.Duration, highWaterMillis int64) error {
 	if workerID < 0 || workerID > MaxLeaseWorker {
 		return fmt.Errorf("%w: worker ID %d not in [0, %d]", ErrBadLease, workerID, MaxLeaseWorker)
@@ -105,7 +105,7 @@ func validateTTL(ttl time.Duration) error {
 	return nil
 }
 
-// NoFreeWorker returns ErrNoFreeWorker wrapped with the range that was
+// NoFreeWorker returns [ErrNoFreeWorker] wrapped with the range that was
 // searched and what to do about it; shared by the dialects so that they say
 // the same.
 func NoFreeWorker(maxWorker int64, ttl time.Duration) error {
@@ -144,15 +144,15 @@ type LeaseStore interface {
 	// ClaimWorker claims the lowest free worker ID in 0..maxWorker in one
 	// transaction: it bumps the generation, writes owner, and sets expires_at
 	// to the database's now + ttl. Concurrent claimers get different IDs.
-	// Errors: ErrNoFreeWorker, ErrBadLease, or a driver error.
+	// Errors: [ErrNoFreeWorker], [ErrBadLease], or a driver error.
 	ClaimWorker(ctx context.Context, owner string, maxWorker int64, ttl time.Duration) (Lease, error)
 	// RenewWorker sets expires_at to the database's now + ttl and raises
 	// high_water_ms to highWaterMillis (never lowers it), only while the
-	// row's generation is still generation. Errors: ErrLeaseLost, ErrBadLease,
+	// row's generation is still generation. Errors: [ErrLeaseLost], [ErrBadLease],
 	// or a driver error (the lease may or may not have been renewed).
 	RenewWorker(ctx context.Context, workerID, generation int64, ttl time.Duration, highWaterMillis int64) (Lease, error)
 	// ReleaseWorker sets expires_at to the past (the Unix epoch) while the
 	// generation matches, so the worker ID is free at once. Errors:
-	// ErrLeaseLost, or a driver error.
+	// [ErrLeaseLost], or a driver error.
 	ReleaseWorker(ctx context.Context, workerID, generation int64) error
 }

@@ -72,23 +72,27 @@ type Store interface {
 	// max_id + step WHERE biz_tag = tag and reads the row back. step <= 0
 	// means the row's own step (Leaf's updateMaxIdAndGetLeafAlloc); step > 0
 	// is a custom step (Leaf's updateMaxIdByCustomStepAndGetLeafAlloc).
-	// Errors: ErrTagNotFound, ErrOverflow, ErrBadStep, or a driver error.
+	// Errors: [ErrTagNotFound], [ErrOverflow], [ErrBadStep], or a driver error.
 	Allocate(ctx context.Context, tag string, step int64) (Allocation, error)
 	// Tags lists every biz_tag in leaf_alloc (Leaf's getAllTags).
 	Tags(ctx context.Context) ([]string, error)
 	// Rows returns every row ordered by biz_tag, for the /db page.
 	Rows(ctx context.Context) ([]Row, error)
+	// MaxID reads the max_id of one row without changing it (the segment
+	// generator's restore check before an allocation). Errors:
+	// [ErrTagNotFound], or a driver error.
+	MaxID(ctx context.Context, tag string) (int64, error)
 	// Create inserts a row. maxID < 1 means 1 (Leaf's default). Errors:
-	// ErrTagExists, ErrBadStep.
+	// [ErrTagExists], [ErrBadStep].
 	Create(ctx context.Context, r Row) error
 	// Update sets the step (1..MaxStep IDs) and description of a row; max_id
-	// is never touched. Errors: ErrBadStep, ErrTagNotFound.
+	// is never touched. Errors: [ErrBadStep], [ErrTagNotFound].
 	Update(ctx context.Context, tag string, step int64, description string) error
 	// Fence raises max_id to at least minMaxID, never lowering it, and returns
 	// the row afterwards (`leafctl tag fence` after a restore). Errors:
-	// ErrTagNotFound.
+	// [ErrTagNotFound].
 	Fence(ctx context.Context, tag string, minMaxID int64) (Row, error)
-	// Delete removes a row. Errors: ErrTagNotFound.
+	// Delete removes a row. Errors: [ErrTagNotFound].
 	Delete(ctx context.Context, tag string) error
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error

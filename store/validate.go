@@ -20,7 +20,7 @@ const (
 )
 
 // ValidateRow checks the fields Create and Update write: a biz_tag of 1 to
-// MaxTagLen characters of valid UTF-8, a step in [1, MaxStep] (ErrBadStep
+// MaxTagLen characters of valid UTF-8, a step in [1, MaxStep] ([ErrBadStep]
 // otherwise) and a description of at most MaxDescriptionLen characters. MaxID
 // is not checked; Create treats values below 1 as 1.
 func ValidateRow(r Row) error {
@@ -47,7 +47,8 @@ func ValidateTag(tag string) error {
 	}
 	for _, c := range tag {
 		if unicode.IsControl(c) {
-			// The HTTP routes refuse such keys, so the tag could never be served.
+			// The HTTP routes refuse such keys, so the tag could never be
+			// served.
 			return fmt.Errorf("%w: biz tag has control character %U", ErrBadRow, c)
 		}
 	}
@@ -56,11 +57,11 @@ func ValidateTag(tag string) error {
 
 // MaxFence is the highest max_id Create and Fence accept: it leaves room for
 // at least one more segment of the largest step, so that a tag is never set
-// up to fail every allocation with ErrOverflow.
+// up to fail every allocation with [ErrOverflow].
 const MaxFence = MaxAllowedID - MaxStep
 
 // ValidateMaxID checks a max_id given by an operator (Create, Fence):
-// 1..MaxFence. Errors: ErrOverflow.
+// 1..MaxFence. Errors: [ErrOverflow].
 func ValidateMaxID(maxID int64) error {
 	if maxID > MaxFence {
 		return fmt.Errorf("%w: max_id %d leaves no room for a segment (at most %d)", ErrOverflow, maxID, int64(MaxFence))
@@ -69,17 +70,18 @@ func ValidateMaxID(maxID int64) error {
 }
 
 // MaxAllowedID is the largest value max_id may reach, math.MaxInt64. The
-// allocation UPDATE refuses (ErrOverflow) a step that would pass it.
+// allocation UPDATE refuses ([ErrOverflow]) a step that would pass it.
 const MaxAllowedID = math.MaxInt64
 
-// Refusal explains an allocation whose guarded UPDATE changed no row, from the
-// row read back afterwards: exists reports whether a row was found, maxID and
-// rowStep are its max_id and step, and step is the caller's step argument
+// Refusal explains an allocation whose guarded UPDATE changed no row, from
+// the row read back afterwards: exists reports whether a row was found, maxID
+// and rowStep are its max_id and step, and step is the caller's step argument
 // (<= 0 means the row's own). It returns, wrapped with the tag,
-// ErrTagNotFound when there is no row, ErrBadStep when the row's step is not
-// positive, ErrOverflow when max_id + step would pass MaxAllowedID, and nil
-// when the row now admits the allocation (it changed in between; the caller
-// may retry). Shared by the dialects so that they classify identically.
+// [ErrTagNotFound] when there is no row, [ErrBadStep] when the row's step is
+// not positive, [ErrOverflow] when max_id + step would pass MaxAllowedID, and
+// nil when the row now admits the allocation (it changed in between; the
+// caller may retry). Shared by the dialects so that they classify
+// identically.
 func Refusal(tag string, exists bool, maxID, rowStep, step int64) error {
 	switch {
 	case !exists:

@@ -13,7 +13,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/leaf-go/leaf/api"
-	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -35,10 +33,6 @@ func main() {
 		os.Exit(1)
 	}
 }
-
-// demoTag is Leaf's sample row, inserted into an empty leaf_alloc so that the
-// first curl of a new user works.
-var demoTag = store.Row{BizTag: "leaf-segment-test", MaxID: 1, Step: 2000, Description: "Test leaf Segment Mode Get Id"}
 
 // run starts the server and blocks until ctx is cancelled (SIGINT/SIGTERM),
 // then drains in-flight requests for at most ShutdownTimeout. After the
@@ -110,27 +104,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer st.Close()
 	}
 	if cfg.SegmentEnabled {
-		if cfg.DemoTag {
-			if err := seedDemo(ctx, st, log); err != nil {
-				return err
-			}
-		}
-		loads := api.RecordLoads(st) // counts and times every allocation for /metrics
-		// Restore safety: per-tag high-water marks survive restarts in the data dir.
-		marks := segment.NewFileMarks(filepath.Join(cfg.DataDir, "segment-marks.json"))
-		gen, err := segment.New(ctx, loads, segment.Config{
-			WaitTimeout:     cfg.WaitTimeout,
-			RefreshInterval: cfg.RefreshInterval,
-			Marks:           marks,
-			Rows:            st, // a refusing tag reads max_id instead of burning segments
-			Logger:          log,
-		})
+		gen, err := startSegment(ctx, cfg, st, log, &deps)
 		if err != nil {
-			return fmt.Errorf("start segment mode: %w", err)
+			return err
 		}
 		defer gen.Close()
-		deps.Segment, deps.Store, deps.Loads = gen, st, loads
-		log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()), "high_water_marks", marks.Path())
 	}
 
 	if cfg.SnowflakeEnabled {
@@ -169,23 +147,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log.Info("stopped")
-	return nil
-}
-
-// seedDemo inserts Leaf's sample row when leaf_alloc is empty.
-func seedDemo(ctx context.Context, st store.Store, log *slog.Logger) error {
-	tags, err := st.Tags(ctx)
-	if err != nil {
-		return fmt.Errorf("list tags: %w", err)
-	}
-	if len(tags) > 0 {
-		return nil
-	}
-	err = st.Create(ctx, demoTag)
-	if err != nil && !errors.Is(err, store.ErrTagExists) {
-		return fmt.Errorf("insert demo tag: %w", err)
-	}
-	log.Info("leaf_alloc was empty: inserted the demo tag", "biz_tag", demoTag.BizTag, "step", demoTag.Step)
 	return nil
 }
 

@@ -50,7 +50,7 @@ type Config struct {
 }
 
 // Parse parses s into a Config without touching the network or the file
-// system. Errors wrap ErrScheme for an unknown scheme, or say what is wrong
+// system. Errors wrap [ErrScheme] for an unknown scheme, or say what is wrong
 // with the DSN of a known one; none contains the password.
 func Parse(s string) (Config, error) {
 	scheme, rest, ok := strings.Cut(s, ":")

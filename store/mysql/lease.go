@@ -35,7 +35,7 @@ const leaseColumns = `worker_id, generation, coalesce(owner, ''), high_water_ms,
 // epoch is what ReleaseWorker writes into expires_at: long past.
 const epoch = `'1970-01-01 00:00:00.000'`
 
-// ClaimWorker implements store.LeaseStore. In one READ COMMITTED transaction
+// ClaimWorker implements [store.LeaseStore]. In one READ COMMITTED transaction
 // it locks the lowest expired row with SELECT … FOR UPDATE SKIP LOCKED (MySQL
 // 8.0+, MariaDB 10.6+; older servers fall back to a plain FOR UPDATE, which
 // queues concurrent claimers on the row instead of skipping it), bumps its
@@ -166,7 +166,7 @@ func countWorkers(ctx context.Context, db *sql.DB, maxWorker int64) (int64, erro
 	return n, nil
 }
 
-// RenewWorker implements store.LeaseStore: an UPDATE fenced by the
+// RenewWorker implements [store.LeaseStore]: an UPDATE fenced by the
 // generation, then a read of the row, in one transaction.
 func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl time.Duration, highWaterMillis int64) (store.Lease, error) {
 	if err := store.ValidateRenew(workerID, ttl, highWaterMillis); err != nil {
@@ -194,7 +194,7 @@ func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl
 	return l, nil
 }
 
-// ReleaseWorker implements store.LeaseStore.
+// ReleaseWorker implements [store.LeaseStore].
 func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation int64) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE leaf_worker_lease
 		SET expires_at = `+epoch+`, updated_at = UTC_TIMESTAMP(3)
@@ -202,7 +202,7 @@ func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation int64) e
 	return lost(res, err, "release", workerID, generation)
 }
 
-// lost maps a fenced UPDATE that matched no row to store.ErrLeaseLost
+// lost maps a fenced UPDATE that matched no row to [store.ErrLeaseLost]
 // (clientFoundRows makes a matched row count even when nothing changed).
 func lost(res sql.Result, err error, op string, workerID, generation int64) error {
 	if err != nil {

@@ -114,7 +114,7 @@ func unsafeCollation(cfg *mysql.Config) bool {
 // but the row read back admits the allocation (it changed in between).
 const allocateAttempts = 3
 
-// Allocate implements store.Store as Leaf does: UPDATE, then SELECT the row,
+// Allocate implements [store.Store] as Leaf does: UPDATE, then SELECT the row,
 // in one transaction. The UPDATE is guarded so that a refused allocation
 // leaves the row unchanged.
 func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
@@ -190,15 +190,15 @@ func (s *Store) allocate(ctx context.Context, tag string, step int64, query stri
 	return a, nil, nil
 }
 
-// Tags implements store.Store, ordered by biz_tag.
+// Tags implements [store.Store], ordered by biz_tag.
 func (s *Store) Tags(ctx context.Context) ([]string, error) { return sqlstore.Tags(ctx, s.db) }
 
-// Rows implements store.Store.
+// Rows implements [store.Store].
 func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
 	return sqlstore.Rows(ctx, s.db, scanRow)
 }
 
-// Create implements store.Store. An empty description is stored as NULL, as
+// Create implements [store.Store]. An empty description is stored as NULL, as
 // Leaf's default.
 func (s *Store) Create(ctx context.Context, r store.Row) error {
 	if err := store.ValidateRow(r); err != nil {
@@ -219,8 +219,8 @@ func (s *Store) Create(ctx context.Context, r store.Row) error {
 }
 
 // Update sets the step (in IDs, 1..store.MaxStep) and the description of an
-// existing row; max_id is never touched. Errors: store.ErrBadStep,
-// store.ErrTagNotFound.
+// existing row; max_id is never touched. Errors: [store.ErrBadStep],
+// [store.ErrTagNotFound].
 func (s *Store) Update(ctx context.Context, tag string, step int64, description string) error {
 	if err := store.ValidateRow(store.Row{BizTag: tag, Step: step, Description: description}); err != nil {
 		return fmt.Errorf("update %q: %w", tag, err)
@@ -231,7 +231,7 @@ func (s *Store) Update(ctx context.Context, tag string, step int64, description 
 	return sqlstore.Affected("update", tag, res, err)
 }
 
-// Delete implements store.Store.
+// Delete implements [store.Store].
 func (s *Store) Delete(ctx context.Context, tag string) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
 	return sqlstore.Affected("delete", tag, res, err)
@@ -241,7 +241,7 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 // that the next segment starts at or above minMaxID (`leafctl tag fence`,
 // after a restore or failover took the database back in time). It returns the
 // row afterwards; update_time changes only when max_id was raised. Errors:
-// store.ErrTagNotFound.
+// [store.ErrTagNotFound].
 func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error) {
 	if err := store.ValidateMaxID(minMaxID); err != nil {
 		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
@@ -271,10 +271,10 @@ func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Ro
 	return r, nil
 }
 
-// Ping implements store.Store.
+// Ping implements [store.Store].
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
-// Close implements store.Store.
+// Close implements [store.Store].
 func (s *Store) Close() error { return s.db.Close() }
 
 // scanRow reads the sqlstore.RowColumns of one row.
@@ -291,7 +291,7 @@ func scanRow(sc sqlstore.Scanner) (store.Row, error) {
 }
 
 // MaxID reads the max_id of tag without changing it (segment's restore
-// check before an allocation). Errors: store.ErrTagNotFound.
+// check before an allocation). Errors: [store.ErrTagNotFound].
 func (s *Store) MaxID(ctx context.Context, tag string) (int64, error) {
 	var (
 		v      int64

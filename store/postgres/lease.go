@@ -18,7 +18,7 @@ var _ store.LeaseStore = (*Store)(nil)
 // from.
 const leaseColumns = `worker_id, generation, coalesce(owner, ''), high_water_ms, expires_at, now()`
 
-// ClaimWorker implements store.LeaseStore in one UPDATE whose subquery picks
+// ClaimWorker implements [store.LeaseStore] in one UPDATE whose subquery picks
 // the lowest expired row with FOR UPDATE SKIP LOCKED: concurrent claimers
 // skip each other's rows instead of queueing on them, and get different IDs.
 // Missing rows of 0..maxWorker are inserted first (ON CONFLICT DO NOTHING, in
@@ -70,7 +70,7 @@ func (s *Store) seedWorkers(ctx context.Context, maxWorker int64) error {
 	return nil
 }
 
-// RenewWorker implements store.LeaseStore in one UPDATE … RETURNING fenced
+// RenewWorker implements [store.LeaseStore] in one UPDATE … RETURNING fenced
 // by the generation.
 func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl time.Duration, highWaterMillis int64) (store.Lease, error) {
 	if err := store.ValidateRenew(workerID, ttl, highWaterMillis); err != nil {
@@ -91,7 +91,7 @@ func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl
 	return l, nil
 }
 
-// ReleaseWorker implements store.LeaseStore.
+// ReleaseWorker implements [store.LeaseStore].
 func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation int64) error {
 	ct, err := s.pool.Exec(ctx, `
 		UPDATE leaf_worker_lease SET expires_at = '1970-01-01 00:00:00+00', updated_at = now()

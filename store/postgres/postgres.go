@@ -65,7 +65,7 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 // but the row read back admits the allocation (it changed in between).
 const allocateAttempts = 3
 
-// Allocate implements store.Store with one UPDATE … RETURNING round trip,
+// Allocate implements [store.Store] with one UPDATE … RETURNING round trip,
 // guarded so that a refused allocation leaves the row unchanged.
 func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
 	// GREATEST keeps the subtraction from overflowing when step is negative:
@@ -121,7 +121,7 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 // databases running at SERIALIZABLE or REPEATABLE READ report when servers
 // allocate the same row at once; ctx bounds it too (a segment load's
 // LoadTimeout). A time rather than a count: with many allocators on one row
-// and a loaded database, 20 retries were not always enough for a turn.
+// and a loaded database, how many retries a turn takes has no useful bound.
 const maxConflictWait = 10 * time.Second
 
 // retryable reports whether err is a serialization failure or a deadlock.
@@ -149,7 +149,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Tags implements store.Store, ordered by biz_tag.
+// Tags implements [store.Store], ordered by biz_tag.
 func (s *Store) Tags(ctx context.Context) ([]string, error) {
 	rows, _ := s.pool.Query(ctx, `SELECT biz_tag FROM leaf_alloc ORDER BY biz_tag`)
 	tags, err := pgx.CollectRows(rows, pgx.RowTo[string])
@@ -159,7 +159,7 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) {
 	return tags, nil
 }
 
-// Rows implements store.Store.
+// Rows implements [store.Store].
 func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
 	rows, _ := s.pool.Query(ctx, `SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag`)
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Row, error) { return scanRow(r) })
@@ -169,7 +169,7 @@ func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
 	return out, nil
 }
 
-// Create implements store.Store. An empty description is stored as NULL, as
+// Create implements [store.Store]. An empty description is stored as NULL, as
 // Leaf's default.
 func (s *Store) Create(ctx context.Context, r store.Row) error {
 	if err := store.ValidateRow(r); err != nil {
@@ -190,8 +190,8 @@ func (s *Store) Create(ctx context.Context, r store.Row) error {
 }
 
 // Update sets the step (in IDs, 1..store.MaxStep) and the description of an
-// existing row; max_id is never touched. Errors: store.ErrBadStep,
-// store.ErrTagNotFound.
+// existing row; max_id is never touched. Errors: [store.ErrBadStep],
+// [store.ErrTagNotFound].
 func (s *Store) Update(ctx context.Context, tag string, step int64, description string) error {
 	if err := store.ValidateRow(store.Row{BizTag: tag, Step: step, Description: description}); err != nil {
 		return fmt.Errorf("update %q: %w", tag, err)
@@ -202,7 +202,7 @@ func (s *Store) Update(ctx context.Context, tag string, step int64, description 
 	return affected("update", tag, ct, err)
 }
 
-// Delete implements store.Store.
+// Delete implements [store.Store].
 func (s *Store) Delete(ctx context.Context, tag string) error {
 	ct, err := s.pool.Exec(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = $1`, tag)
 	return affected("delete", tag, ct, err)
@@ -212,7 +212,7 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 // that the next segment starts at or above minMaxID (`leafctl tag fence`,
 // after a restore or failover took the database back in time). It returns the
 // row afterwards; update_time changes only when max_id was raised. Errors:
-// store.ErrTagNotFound.
+// [store.ErrTagNotFound].
 func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error) {
 	if err := store.ValidateMaxID(minMaxID); err != nil {
 		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
@@ -233,10 +233,10 @@ func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Ro
 	return r, nil
 }
 
-// Ping implements store.Store.
+// Ping implements [store.Store].
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
-// Close implements store.Store; it waits for acquired connections to be
+// Close implements [store.Store]; it waits for acquired connections to be
 // released.
 func (s *Store) Close() error {
 	s.pool.Close()
@@ -244,7 +244,7 @@ func (s *Store) Close() error {
 }
 
 // affected maps an UPDATE or DELETE by biz_tag that changed no row to
-// store.ErrTagNotFound.
+// [store.ErrTagNotFound].
 func affected(op, tag string, ct pgconn.CommandTag, err error) error {
 	if err != nil {
 		return fmt.Errorf("%s %q: %w", op, tag, err)
@@ -277,7 +277,7 @@ func nullString(s string) *string {
 }
 
 // MaxID reads the max_id of tag without changing it (segment's restore
-// check before an allocation). Errors: store.ErrTagNotFound.
+// check before an allocation). Errors: [store.ErrTagNotFound].
 func (s *Store) MaxID(ctx context.Context, tag string) (int64, error) {
 	var v int64
 	err := s.pool.QueryRow(ctx, `SELECT max_id FROM leaf_alloc WHERE biz_tag = $1`, tag).Scan(&v)

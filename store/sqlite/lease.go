@@ -24,7 +24,7 @@ const epoch = `'1970-01-01 00:00:00.000'`
 // leaseLayout parses the expires_at text and strftime's output.
 const leaseLayout = "2006-01-02 15:04:05.000"
 
-// ClaimWorker implements store.LeaseStore in one BEGIN IMMEDIATE
+// ClaimWorker implements [store.LeaseStore] in one BEGIN IMMEDIATE
 // transaction (the file's write lock serialises claimers in all processes):
 // insert the missing rows of 0..maxWorker, then one UPDATE … RETURNING of the
 // lowest expired row. The clock is the host's, shared by every process that
@@ -70,7 +70,7 @@ func (s *Store) ClaimWorker(ctx context.Context, owner string, maxWorker int64, 
 	return l, nil
 }
 
-// RenewWorker implements store.LeaseStore in one UPDATE … RETURNING fenced
+// RenewWorker implements [store.LeaseStore] in one UPDATE … RETURNING fenced
 // by the generation.
 func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl time.Duration, highWaterMillis int64) (store.Lease, error) {
 	if err := store.ValidateRenew(workerID, ttl, highWaterMillis); err != nil {
@@ -91,7 +91,7 @@ func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl
 	return l, nil
 }
 
-// ReleaseWorker implements store.LeaseStore.
+// ReleaseWorker implements [store.LeaseStore].
 func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation int64) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE leaf_worker_lease
 		SET expires_at = `+epoch+`, updated_at = `+now+`

@@ -18,10 +18,10 @@ const shortTTL = 500 * time.Millisecond
 // longTTL is a lease that does not expire during a test.
 const longTTL = time.Minute
 
-// RunLease runs the worker ID lease suite (the `sql` worker ID source, SPEC
-// §3). open must return a store on a fresh, migrated, empty database (one per
-// call) and close it in t.Cleanup; RunLease calls it once per subtest, and the
-// subtests run in parallel.
+// RunLease runs the worker ID lease suite (the `sql` worker ID source,
+// docs/contract.md §3). open must return a store on a fresh, migrated,
+// empty database (one per call) and close it in t.Cleanup; RunLease calls it
+// once per subtest, and the subtests run in parallel.
 func RunLease(t *testing.T, open func(t *testing.T) store.LeaseStore) {
 	tests := []struct {
 		name string

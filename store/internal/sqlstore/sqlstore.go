@@ -62,7 +62,7 @@ func Rows(ctx context.Context, db *sql.DB, scan func(Scanner) (store.Row, error)
 }
 
 // Affected turns the result of an UPDATE or DELETE of one tag into an error:
-// err wrapped, or store.ErrTagNotFound when no row matched.
+// err wrapped, or [store.ErrTagNotFound] when no row matched.
 func Affected(op, tag string, res sql.Result, err error) error {
 	if err != nil {
 		return fmt.Errorf("%s %q: %w", op, tag, err)

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/dsn"
+)
+
+// startSegment starts segment mode on st exactly as run serves it: the demo
+// tag (cfg.DemoTag), the high-water marks in cfg.DataDir, the generator, and
+// the fields of deps that the handler serves segment mode from. The caller
+// closes the returned generator after the server has stopped; tests call
+// startSegment so that they wire what run wires.
+func startSegment(ctx context.Context, cfg Config, st store.Store, log *slog.Logger, deps *api.Deps) (*segment.Generator, error) {
+	if cfg.DemoTag {
+		if err := seedDemo(ctx, st, log); err != nil {
+			return nil, err
+		}
+	}
+	loads := api.NewLoadMetrics() // counts and times every load for /metrics
+	// Restore safety: per-tag high-water marks survive restarts in the data dir.
+	marks := segment.NewFileMarks(filepath.Join(cfg.DataDir, "segment-marks.json"))
+	gen, err := segment.New(ctx, st, segment.Config{
+		WaitTimeout:     cfg.WaitTimeout,
+		RefreshInterval: cfg.RefreshInterval,
+		Marks:           marks,
+		Logger:          log,
+		OnLoad:          loads.Observe,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start segment mode: %w", err)
+	}
+	deps.Segment, deps.Store, deps.LoadMetrics = gen, st, loads
+	log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()), "high_water_marks", marks.Path())
+	return gen, nil
+}
+
+// demoTag is Leaf's sample row, inserted into an empty leaf_alloc so that the
+// first curl of a new user works.
+var demoTag = store.Row{BizTag: "leaf-segment-test", MaxID: 1, Step: 2000, Description: "Test leaf Segment Mode Get Id"}
+
+// seedDemo inserts Leaf's sample row when leaf_alloc is empty.
+func seedDemo(ctx context.Context, st store.Store, log *slog.Logger) error {
+	tags, err := st.Tags(ctx)
+	if err != nil {
+		return fmt.Errorf("list tags: %w", err)
+	}
+	if len(tags) > 0 {
+		return nil
+	}
+	err = st.Create(ctx, demoTag)
+	if err != nil && !errors.Is(err, store.ErrTagExists) {
+		return fmt.Errorf("insert demo tag: %w", err)
+	}
+	log.Info("leaf_alloc was empty: inserted the demo tag", "biz_tag", demoTag.BizTag, "step", demoTag.Step)
+	return nil
+}

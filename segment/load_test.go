@@ -1,0 +1,283 @@
+package segment_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-go/leaf/internal/clocktest"
+	"github.com/leaf-go/leaf/internal/faultproxy"
+	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store/dsn"
+)
+
+// TestBackoffSparesDatabase: while loads fail, neither the fast path past
+// the prefetch mark nor exhausted callers start a new allocation each; they
+// get -3 at once, and after the backoff one retry runs.
+func TestBackoffSparesDatabase(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	db.create(t, "flaky", 1, 100)
+	cs := &countingStore{Store: db.st}
+	clk := clocktest.New(t0)
+	g := newGen(t, cs, segment.Config{Clock: clk, RetryMin: time.Second, RetryMax: 4 * time.Second})
+	mustGet(t, g, "flaky")
+	db.st.Close()
+	for want := int64(2); want <= 100; want++ { // the 11th starts a load that fails
+		if id := mustGet(t, g, "flaky"); id != want {
+			t.Fatalf("Get(%q) = %d, want %d", "flaky", id, want)
+		}
+		if want == 11 {
+			waitFor(t, "the failed load", func() bool { st, _ := statsOf(g, "flaky"); return st.LoadFailures == 1 && !st.Loading })
+		}
+	}
+	for range 100 {
+		start := time.Now()
+		if _, err := g.Get(context.Background(), "flaky"); !errors.Is(err, segment.ErrNoSegment) {
+			t.Fatalf("Get(%q) = %v, want ErrNoSegment", "flaky", err)
+		}
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Fatalf("Get in backoff took %v, want an immediate answer", d)
+		}
+	}
+	if got := cs.loadCalls(); got != 2 {
+		t.Fatalf("Allocate and MaxID calls = %d, want 2 (first load, one failed prefetch)", got)
+	}
+	clk.Add(time.Second) // the first backoff is RetryMin jittered down to at least half
+	if _, err := g.Get(context.Background(), "flaky"); !errors.Is(err, segment.ErrNoSegment) {
+		t.Fatalf("Get(%q) = %v, want ErrNoSegment", "flaky", err)
+	}
+	if got := cs.loadCalls(); got != 3 {
+		t.Fatalf("Allocate and MaxID calls after the backoff = %d, want 3", got)
+	}
+	st, _ := statsOf(g, "flaky")
+	if st.LoadFailures != 2 || st.LastError == "" || st.RetryAt.IsZero() {
+		t.Errorf("Stats = failures %d, last error %q, retry at %v; want 2, an error, a retry time", st.LoadFailures, st.LastError, st.RetryAt)
+	}
+}
+
+// TestDatabaseCut puts a real TCP proxy between the generator and
+// PostgreSQL and cuts it: the buffered segments keep serving, then Get
+// answers -3 (never an ID the database did not hand out), a refresh fails
+// without dropping the tag, and the generator recovers by itself once the
+// database is back.
+func TestDatabaseCut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	direct := postgresDB.dsn(t)
+	db := openDB(t, direct)
+	db.create(t, "cut", 1, 100)
+	var px *faultproxy.Proxy
+	proxied := viaProxy(t, direct, func(upstream string) string {
+		px = faultproxy.Start(t, upstream)
+		return px.Addr()
+	})
+	st, err := dsn.Open(ctx, proxied, false)
+	if err != nil {
+		t.Fatalf("open via proxy: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	const wait = 300 * time.Millisecond
+	g := newGen(t, st, segment.Config{WaitTimeout: wait, LoadTimeout: time.Second,
+		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+
+	seen := map[int64]bool{}
+	for want := int64(1); want <= 20; want++ {
+		if id := mustGet(t, g, "cut"); id != want {
+			t.Fatalf("Get(%q) = %d, want %d", "cut", id, want)
+		}
+		seen[want] = true
+	}
+	waitNextReady(t, g, "cut")
+	maxBefore := db.maxID(t, "cut") // 201: segments [1,101) and [101,201) are ours
+	px.Cut()
+
+	served := 0
+	for {
+		start := time.Now()
+		id, err := g.Get(ctx, "cut")
+		if err != nil {
+			if !errors.Is(err, segment.ErrNoSegment) || segment.Code(err) != -3 {
+				t.Fatalf("Get(%q) with the DB cut = %v, want ErrNoSegment (-3)", "cut", err)
+			}
+			if d := time.Since(start); d > wait+time.Second {
+				t.Errorf("Get failed after %v, want within the wait timeout %v + slack", d, wait)
+			}
+			break
+		}
+		if id >= maxBefore || seen[id] {
+			t.Fatalf("Get(%q) = %d with the DB cut; max_id was %d (or a duplicate)", "cut", id, maxBefore)
+		}
+		seen[id] = true
+		served++
+	}
+	if want := int(maxBefore - 1 - 20); served != want {
+		t.Errorf("served %d buffered IDs after the cut, want %d (rest of both segments)", served, want)
+	}
+	if err := g.Refresh(ctx); err == nil {
+		t.Errorf("Refresh with the DB cut = nil, want an error")
+	}
+	if _, ok := statsOf(g, "cut"); !ok {
+		t.Fatalf("tag dropped by a failed refresh")
+	}
+
+	px.Restore(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		id, err := g.Get(ctx, "cut")
+		if err == nil {
+			if id < maxBefore || seen[id] {
+				t.Fatalf("Get(%q) = %d after recovery, want a fresh ID >= %d", "cut", id, maxBefore)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery 15s after the DB came back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWaitsThroughSlowDatabase: with 50 ms of latency added by a real proxy
+// in front of PostgreSQL and a step of 10, callers keep running dry and wait
+// for the load in flight; none fails, none spins, all IDs are unique.
+func TestWaitsThroughSlowDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	direct := postgresDB.dsn(t)
+	db := openDB(t, direct)
+	db.create(t, "lag", 1, 10)
+	var px *faultproxy.Proxy
+	proxied := viaProxy(t, direct, func(upstream string) string {
+		px = faultproxy.Start(t, upstream)
+		return px.Addr()
+	})
+	st, err := dsn.Open(ctx, proxied, false)
+	if err != nil {
+		t.Fatalf("open via proxy: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cs := &countingStore{Store: st}
+	g := newGen(t, cs, segment.Config{WaitTimeout: 5 * time.Second})
+	mustGet(t, g, "lag")
+	px.Delay(t, 50*time.Millisecond)
+
+	const workers, each = 16, 100
+	var mu sync.Mutex
+	seen := map[int64]bool{1: true}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				id, err := g.Get(ctx, "lag")
+				if err != nil {
+					t.Errorf("Get(%q) = %v, want an ID", "lag", err)
+					return
+				}
+				mu.Lock()
+				if seen[id] {
+					t.Errorf("ID %d handed out twice", id)
+				}
+				seen[id] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d IDs through a 50ms link in %v with %d allocations", len(seen), time.Since(start), cs.allocs.Load())
+	if len(seen) != workers*each+1 {
+		t.Fatalf("got %d IDs, want %d", len(seen), workers*each+1)
+	}
+}
+
+// TestPrefetchRetriedWhileServing: a prefetch that failed is retried after
+// its backoff by a later request that the current segment still serves
+// (docs/contract.md §2, rule 6), not only once the segment runs out. The
+// table is renamed away to make the load fail for real.
+func TestPrefetchRetriedWhileServing(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	db.create(t, "flaky", 1, 100)
+	clk := clocktest.New(t0)
+	g := newGen(t, db.st, segment.Config{Clock: clk, RetryMin: time.Second, RetryMax: 4 * time.Second})
+	mustGet(t, g, "flaky")
+	db.exec(t, "ALTER TABLE leaf_alloc RENAME TO leaf_alloc_away")
+	for want := int64(2); want <= 20; want++ { // the 11th starts a load that fails
+		if id := mustGet(t, g, "flaky"); id != want {
+			t.Fatalf("Get(%q) = %d, want %d", "flaky", id, want)
+		}
+		if want == 11 {
+			waitFor(t, "the failed load", func() bool { st, _ := statsOf(g, "flaky"); return st.LoadFailures == 1 && !st.Loading })
+		}
+	}
+	db.exec(t, "ALTER TABLE leaf_alloc_away RENAME TO leaf_alloc")
+	if st, _ := statsOf(g, "flaky"); st.LoadFailures != 1 || st.Loading || st.NextReady {
+		t.Fatalf("Stats in backoff = failures %d, loading %v, next ready %v; want 1, false, false (no retry before the backoff)",
+			st.LoadFailures, st.Loading, st.NextReady)
+	}
+	clk.Add(time.Second) // the first backoff is RetryMin jittered down to at least half
+	if id := mustGet(t, g, "flaky"); id != 21 {
+		t.Fatalf("Get(%q) = %d, want 21", "flaky", id)
+	}
+	if st := waitNextReady(t, g, "flaky"); st.LoadFailures != 1 {
+		t.Errorf("Stats LoadFailures = %d after the retry, want 1", st.LoadFailures)
+	}
+}
+
+// TestOnLoad: Config.OnLoad hears of every load, successful or not, with
+// Known true for a tag the tag list had or an allocation found, and false
+// for a failed miss lookup; a lookup that found no row is not a load.
+func TestOnLoad(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	db.create(t, "listed", 1, 100)
+	db.create(t, "listed2", 1, 100)
+	var (
+		mu     sync.Mutex
+		events []segment.LoadEvent
+	)
+	onLoad := func(e segment.LoadEvent) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	g := newGen(t, db.st, segment.Config{OnLoad: onLoad})
+	ctx := context.Background()
+	mustGet(t, g, "listed")
+	if _, err := g.Get(ctx, "missing"); !errors.Is(err, segment.ErrTagNotFound) {
+		t.Fatalf("Get(%q) = %v, want ErrTagNotFound", "missing", err)
+	}
+	db.create(t, "probed", 1, 100)
+	db.create(t, "late", 1, 100)
+	mustGet(t, g, "probed")
+	db.st.Close()
+	for _, tag := range []string{"listed2", "late"} {
+		if _, err := g.Get(ctx, tag); !errors.Is(err, segment.ErrNoSegment) {
+			t.Fatalf("Get(%q) with the store closed = %v, want ErrNoSegment", tag, err)
+		}
+	}
+	tests := []struct {
+		give      string
+		wantErr   bool
+		wantKnown bool
+	}{
+		{"listed", false, true},
+		{"probed", false, true},
+		{"listed2", true, true},
+		{"late", true, false},
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != len(tests) {
+		t.Fatalf("OnLoad got %d events %+v, want %d", len(events), events, len(tests))
+	}
+	for i, tt := range tests {
+		e := events[i]
+		if e.BizTag != tt.give || (e.Err != nil) != tt.wantErr || e.Known != tt.wantKnown || e.Latency <= 0 {
+			t.Errorf("event %d = %+v, want biz tag %q, error %v, known %v, a latency", i, e, tt.give, tt.wantErr, tt.wantKnown)
+		}
+	}
+}

@@ -1,0 +1,205 @@
+package segment_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-go/leaf/internal/clocktest"
+	"github.com/leaf-go/leaf/segment"
+)
+
+// TestUnknownTag: a tag without a row answers -2 at once and is not cached.
+func TestUnknownTag(t *testing.T) {
+	t.Parallel()
+	for _, k := range allDBs {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			db := openDB(t, k.dsn(t))
+			g := newGen(t, db.st, segment.Config{})
+			start := time.Now()
+			_, err := g.Get(context.Background(), "no-such-tag")
+			if !errors.Is(err, segment.ErrTagNotFound) || segment.Code(err) != -2 {
+				t.Fatalf("Get(%q) = %v, want ErrTagNotFound (-2)", "no-such-tag", err)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("Get of an unknown tag took %v", d)
+			}
+			if _, ok := statsOf(g, "no-such-tag"); ok {
+				t.Errorf("unknown tag left in the cache")
+			}
+			if !g.Ready() {
+				t.Errorf("Ready() = false, want true after the first tag list")
+			}
+		})
+	}
+}
+
+// TestMissLookupRateLimited: probing random tags reaches the database only
+// as often as the limiter allows; the tags looked up are -2, the others -3
+// (not looked up, retry later).
+func TestMissLookupRateLimited(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	cs := &countingStore{Store: db.st}
+	clk := clocktest.New(t0)
+	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 10, MissLookupBurst: 20})
+	probe := func(round, lookups int) {
+		for i := range 1000 {
+			tag := fmt.Sprintf("probe-%d-%d", round, i)
+			_, err := g.Get(context.Background(), tag)
+			switch {
+			case i < lookups && !errors.Is(err, segment.ErrTagNotFound):
+				t.Fatalf("Get(%q) = %v, want ErrTagNotFound (-2) within the limit", tag, err)
+			case i >= lookups && (!errors.Is(err, segment.ErrNoSegment) || segment.Code(err) != -3):
+				t.Fatalf("Get(%q) = %v, want ErrNoSegment (-3) past the limit", tag, err)
+			}
+		}
+	}
+	probe(0, 20)
+	if got := cs.allocs.Load(); got != 20 {
+		t.Fatalf("Allocate calls for 1000 unknown tags = %d, want 20 (the burst)", got)
+	}
+	clk.Add(time.Second)
+	probe(1, 10)
+	if got := cs.allocs.Load(); got != 30 {
+		t.Fatalf("Allocate calls one second later = %d, want 30 (burst + 10/s)", got)
+	}
+	if got := len(g.Stats()); got != 0 {
+		t.Fatalf("len(Stats()) = %d after probing, want 0", got)
+	}
+}
+
+// TestMissLookupLimitSpent: once unknown tags have spent the miss-lookup
+// limit, a row really inserted meanwhile answers ErrNoSegment (-3, retry
+// later), not ErrTagNotFound, without reaching the database, and is served
+// once the limiter has a token again.
+func TestMissLookupLimitSpent(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	cs := &countingStore{Store: db.st}
+	clk := clocktest.New(t0)
+	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 1, MissLookupBurst: 2})
+	ctx := context.Background()
+	for i := range 2 {
+		tag := fmt.Sprintf("typo-%d", i)
+		if _, err := g.Get(ctx, tag); !errors.Is(err, segment.ErrTagNotFound) {
+			t.Fatalf("Get(%q) = %v, want ErrTagNotFound", tag, err)
+		}
+	}
+	db.create(t, "new", 70, 100)
+	_, err := g.Get(ctx, "new")
+	if !errors.Is(err, segment.ErrNoSegment) || segment.Code(err) != -3 {
+		t.Fatalf("Get(%q) with the limit spent = %v, want ErrNoSegment (-3)", "new", err)
+	}
+	if !strings.Contains(err.Error(), "rate limit") {
+		t.Errorf("Get(%q) error %q does not say the rate limit is spent", "new", err)
+	}
+	if _, err := g.Tag(ctx, "new"); !errors.Is(err, segment.ErrNoSegment) {
+		t.Fatalf("Tag(%q) with the limit spent = %v, want ErrNoSegment", "new", err)
+	}
+	if got := cs.allocs.Load(); got != 2 {
+		t.Fatalf("Allocate calls = %d, want 2: a refused lookup reaches no database", got)
+	}
+	clk.Add(time.Second) // one token
+	if id := mustGet(t, g, "new"); id != 70 {
+		t.Fatalf("Get(%q) after the limiter refilled = %d, want 70", "new", id)
+	}
+}
+
+// TestMissRemembered: a client looping on one missing tag costs one lookup
+// per two seconds, so another new tag is still found at once; the missing
+// tag is looked up again after two seconds, or at once after a refresh
+// that lists it.
+func TestMissRemembered(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	cs := &countingStore{Store: db.st}
+	clk := clocktest.New(t0)
+	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 1, MissLookupBurst: 2})
+	ctx := context.Background()
+	loop := func() {
+		t.Helper()
+		for range 1000 {
+			if _, err := g.Get(ctx, "typo"); !errors.Is(err, segment.ErrTagNotFound) {
+				t.Fatalf("Get(%q) = %v, want ErrTagNotFound", "typo", err)
+			}
+		}
+	}
+	loop()
+	if got := cs.allocs.Load(); got != 1 {
+		t.Fatalf("Allocate calls for 1000 Gets of one missing tag = %d, want 1", got)
+	}
+	db.create(t, "new", 70, 100)
+	if id := mustGet(t, g, "new"); id != 70 {
+		t.Fatalf("Get(%q) after the loop = %d, want 70", "new", id)
+	}
+
+	// Remembered for two seconds, then looked up again (limiter: 1/s).
+	db.create(t, "typo", 500, 100)
+	clk.Add(1900 * time.Millisecond)
+	loop()
+	clk.Add(100 * time.Millisecond)
+	if id := mustGet(t, g, "typo"); id != 500 {
+		t.Fatalf("Get(%q) two seconds after the miss = %d, want 500", "typo", id)
+	}
+
+	// A refresh that lists the tag forgets the miss at once.
+	if _, err := g.Get(ctx, "later"); !errors.Is(err, segment.ErrTagNotFound) {
+		t.Fatalf("Get(%q) = %v, want ErrTagNotFound", "later", err)
+	}
+	db.create(t, "later", 900, 100)
+	if _, err := g.Get(ctx, "later"); !errors.Is(err, segment.ErrTagNotFound) {
+		t.Fatalf("Get(%q) right after the miss = %v, want ErrTagNotFound (remembered)", "later", err)
+	}
+	if err := g.Refresh(ctx); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	if id := mustGet(t, g, "later"); id != 900 {
+		t.Fatalf("Get(%q) after a refresh = %d, want 900", "later", id)
+	}
+}
+
+// TestConcurrentMissesShareOneLoad: many first Gets of a tag inserted while
+// running allocate one segment between them (10 tags, 32 callers each).
+func TestConcurrentMissesShareOneLoad(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	cs := &countingStore{Store: db.st}
+	g := newGen(t, cs, segment.Config{})
+	const tags, n = 10, 32
+	for i := range tags {
+		tag := fmt.Sprintf("fresh-%d", i)
+		db.create(t, tag, 1, 1000)
+		ids := make(chan int64, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				<-start
+				id, err := g.Get(context.Background(), tag)
+				if err != nil {
+					t.Errorf("Get(%q) = %v, want an ID", tag, err)
+				}
+				ids <- id
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(ids)
+		seen := map[int64]bool{}
+		for id := range ids {
+			if seen[id] || id < 1 || id > n {
+				t.Fatalf("Get(%q) = %d: duplicated or outside [1, %d]", tag, id, n)
+			}
+			seen[id] = true
+		}
+		if got := cs.allocs.Load(); got != int64(i+1) {
+			t.Fatalf("Allocate calls after %d tags = %d, want one per tag, shared by %d concurrent misses", i+1, got, n)
+		}
+	}
+}

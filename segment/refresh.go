@@ -1,0 +1,102 @@
+package segment
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Refresh re-reads the tag list now (the refresh loop does it every
+// [Config.RefreshInterval]): new tags get a buffer, loaded on first use; tags
+// no longer in the table are dropped and answer [ErrTagNotFound]. On error the
+// cache is left as it was. A successful empty list empties the cache: the
+// query answered, so the table is empty. Tags added by a miss lookup after
+// the list was read are kept. Refresh is safe for concurrent use; calls are
+// serialised.
+func (g *Generator) Refresh(ctx context.Context) error {
+	g.refreshMu.Lock()
+	defer g.refreshMu.Unlock()
+	seq := g.bufSeq.Load()
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.LoadTimeout)
+	defer cancel()
+	rows, err := g.st.Rows(ctx)
+	if err != nil {
+		return fmt.Errorf("segment: refresh tags: %w", err)
+	}
+	tags := make([]string, 0, len(rows))
+	observed := make(map[string]int64, len(rows)) // max_id of every row
+	for _, r := range rows {
+		tags = append(tags, r.BizTag)
+		observed[r.BizTag] = r.MaxID
+	}
+	g.cacheMu.Lock()
+	old := *g.cache.Load()
+	m := make(map[string]*buffer, len(tags))
+	for _, t := range tags {
+		b := old[t]
+		if b == nil {
+			b = g.newBuffer(t)
+		}
+		b.known.Store(true)
+		m[t] = b
+	}
+	now := g.clock.Now()
+	for t, at := range g.misses {
+		if _, listed := m[t]; listed || now.Sub(at) >= missTTL {
+			delete(g.misses, t)
+		}
+	}
+	var gone []*buffer
+	for t, b := range old {
+		if _, ok := m[t]; ok {
+			continue
+		}
+		if b.seq > seq {
+			m[t] = b
+			continue
+		}
+		gone = append(gone, b)
+	}
+	g.cache.Store(&m)
+	g.cacheMu.Unlock()
+	for _, b := range gone {
+		b.mu.Lock()
+		b.remove()
+		b.mu.Unlock()
+	}
+	g.ready.Store(true)
+	g.observe(ctx, observed, m)
+	return nil
+}
+
+// refreshLoop re-reads the tag list every RefreshInterval; after a failure
+// it retries sooner, with the load backoff (RetryMin doubling up to
+// RetryMax), so that Ready turns true soon after the database comes back.
+func (g *Generator) refreshLoop() {
+	var failures int64
+	if !g.ready.Load() {
+		failures = 1
+	}
+	for {
+		wait := g.cfg.RefreshInterval
+		if failures > 0 {
+			wait = min(wait, g.backoff(failures, g.cfg.RetryMax))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-g.root.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if err := g.Refresh(g.root); err != nil {
+			if g.root.Err() != nil {
+				return
+			}
+			failures++
+			g.log.Warn("segment: tag refresh failed; keeping the cache", "failures", failures, "err", err)
+			continue
+		}
+		failures = 0
+	}
+}
