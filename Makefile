@@ -15,19 +15,21 @@ build:
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
+	cd internal/testing && $(GO) vet ./...
+	cd internal/testing && $(GO) test -race -count=1 -timeout 25m ./...
 
 # The fault campaign (RELIABILITY.md): real leaf-server processes against
 # PostgreSQL, MariaDB and ZooKeeper, kill -9, a TCP fault proxy; about
 # 2.5 minutes on 2 cores. `make test` runs it too.
 faults:
-	$(GO) test -race -count=1 -timeout 15m ./faults/
+	cd internal/testing && $(GO) test -race -count=1 -timeout 15m ./faults/
 
-# bench: the benchmark harness (bench/doc.go): every figure next to its
-# baseline from the same run, printed and written into BENCHMARKS.md between
-# the harness markers. Loopback only, needs PostgreSQL and MariaDB as `make
-# test` does; about 5 minutes on 2 cores.
+# bench: the benchmark harness (internal/testing/bench/doc.go): every figure
+# next to its baseline from the same run, printed and written into
+# BENCHMARKS.md between the harness markers. Loopback only, needs PostgreSQL
+# and MariaDB as `make test` does; about 5 minutes on 2 cores.
 bench:
-	$(GO) test -v -count=1 -timeout 15m -run '^TestHarness$$' ./bench/ -args -harness -out $(CURDIR)/BENCHMARKS.md
+	cd internal/testing && $(GO) test -v -count=1 -timeout 15m -run '^TestHarness$$' ./bench/ -args -harness -out $(CURDIR)/BENCHMARKS.md
 
 # pgo: rewrite cmd/leaf-server/default.pgo, the CPU profile `go build` uses
 # for leaf-server (profile-guided optimization), from a server under load on

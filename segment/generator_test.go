@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/internal/clocktest"
-	"github.com/leaf-go/leaf/internal/faultproxy"
 	"github.com/leaf-go/leaf/segment"
-	"github.com/leaf-go/leaf/store/dsn"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -309,40 +307,5 @@ func TestGetAfterClose(t *testing.T) {
 		if _, err := g.Get(context.Background(), tag); !errors.Is(err, segment.ErrClosed) || segment.Code(err) != -3 {
 			t.Fatalf("Get(%q) after Close = %v, want ErrClosed (-3)", tag, err)
 		}
-	}
-}
-
-// TestStartWithDatabaseDown: New succeeds with the database unreachable
-// (Ready false, -1 for tags it cannot look up), and becomes ready by itself
-// soon after the database is back, without waiting a full RefreshInterval.
-func TestStartWithDatabaseDown(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	direct := postgresDB.dsn(t)
-	db := openDB(t, direct)
-	db.create(t, "early", 1, 100)
-	var px *faultproxy.Proxy
-	proxied := viaProxy(t, direct, func(upstream string) string {
-		px = faultproxy.Start(t, upstream)
-		return px.Addr()
-	})
-	st, err := dsn.Open(ctx, proxied, false)
-	if err != nil {
-		t.Fatalf("open via proxy: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	px.Cut()
-	g := newGen(t, st, segment.Config{LoadTimeout: time.Second,
-		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
-	if g.Ready() {
-		t.Fatal("Ready() = true with the database cut")
-	}
-	if _, err := g.Get(ctx, "early"); segment.Code(err) != -1 {
-		t.Fatalf("Get(%q) with the database cut before any tag list = %v, want -1", "early", err)
-	}
-	px.Restore(t)
-	waitFor(t, "Ready after the database came back", g.Ready)
-	if id := mustGet(t, g, "early"); id < 1 {
-		t.Fatalf("Get(%q) = %d, want an ID", "early", id)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,18 +210,6 @@ func (c *countingStore) MaxID(ctx context.Context, tag string) (int64, error) {
 // a high-water mark calls MaxID, then Allocate if max_id is not below the
 // mark; a load of a tag without one calls Allocate only.
 func (c *countingStore) loadCalls() int64 { return c.allocs.Load() + c.maxIDs.Load() }
-
-// viaProxy returns dsnStr with its host:port replaced by proxy, and the
-// original host:port.
-func viaProxy(t testing.TB, dsnStr string, proxy func(upstream string) string) string {
-	t.Helper()
-	u, err := url.Parse(dsnStr)
-	if err != nil || u.Host == "" {
-		t.Fatalf("cannot route %s through a proxy", dsn.Redact(dsnStr))
-	}
-	u.Host = proxy(u.Host)
-	return u.String()
-}
 
 // checkUnique fails the test unless the IDs collected per goroutine are
 // want distinct IDs, all in [1, maxID).

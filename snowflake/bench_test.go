@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	bwsnowflake "github.com/bwmarrin/snowflake"
-
 	"github.com/leaf-go/leaf/snowflake"
 )
 
@@ -67,34 +65,6 @@ func BenchmarkNextParallel(b *testing.B) {
 				b.Error(err)
 				return
 			}
-		}
-	})
-	reportRate(b)
-}
-
-// BenchmarkBwmarrin is the baseline: github.com/bwmarrin/snowflake's Node.Generate (same
-// 41/10/12 layout, sequence from 0, spins for the next millisecond, mutex).
-func BenchmarkBwmarrin(b *testing.B) {
-	node, err := bwsnowflake.NewNode(1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = node.Generate()
-	}
-	reportRate(b)
-}
-
-func BenchmarkBwmarrinParallel(b *testing.B) {
-	node, err := bwsnowflake.NewNode(1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			_ = node.Generate()
 		}
 	})
 	reportRate(b)

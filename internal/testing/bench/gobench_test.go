@@ -13,14 +13,24 @@ import (
 	"time"
 )
 
-// goBench runs `go test -bench` in pkg (a path relative to the module root)
-// count times, each a separate pass over all the benchmarks (-count 1), so
+// Where goBench runs `go test`: the repository root for the library's own
+// packages (./segment/, ./api/, and the pure snowflake benchmarks), the root
+// of this test module (internal/testing) for packages whose baselines need a
+// dependency the library does not carry. From testingDir the library's
+// packages are named by import path (github.com/leaf-go/leaf/snowflake).
+const (
+	rootDir    = "../../.."
+	testingDir = ".."
+)
+
+// goBench runs `go test -bench` on pkgs (paths relative to dir, or import
+// paths) in dir count times, each a separate pass over all the benchmarks (-count 1), so
 // that a burst of load from elsewhere on the machine hits one sample of each
 // benchmark rather than every sample of one. extra are more go test flags
 // (e.g. -pgo=file). It returns, per benchmark name without the -GOMAXPROCS
 // suffix, the median of every reported unit (ns/op, B/op, allocs/op, custom
 // metrics).
-func goBench(t *testing.T, pkg, re, benchtime string, count int, extra ...string) map[string]map[string]float64 {
+func goBench(t *testing.T, dir string, pkgs []string, re, benchtime string, count int, extra ...string) map[string]map[string]float64 {
 	t.Helper()
 	start := time.Now()
 	var all strings.Builder
@@ -32,22 +42,22 @@ func goBench(t *testing.T, pkg, re, benchtime string, count int, extra ...string
 		for try := range 2 {
 			args := append([]string{"test", "-run", "^$", "-bench", re, "-benchmem",
 				"-benchtime", benchtime, "-count", "1"}, extra...)
-			cmd := exec.Command("go", append(args, pkg)...)
-			cmd.Dir = ".."
+			cmd := exec.Command("go", append(args, pkgs...)...)
+			cmd.Dir = dir
 			if out, err = cmd.CombinedOutput(); err == nil {
 				break
 			}
 			if try == 0 {
-				fmt.Printf("go test -bench %s %s failed, retrying in 10 s: %v\n", re, pkg, err)
+				fmt.Printf("go test -bench %s %s failed, retrying in 10 s: %v\n", re, pkgs, err)
 				time.Sleep(10 * time.Second)
 			}
 		}
 		if err != nil {
-			t.Fatalf("go test -bench %s %s: %v\n%s", re, pkg, err, out)
+			t.Fatalf("go test -bench %s %s: %v\n%s", re, pkgs, err, out)
 		}
 		all.Write(out)
 	}
-	fmt.Printf("go test -bench %q %s %s (%d passes): %v\n", re, strings.Join(extra, " "), pkg, count, time.Since(start).Round(time.Second))
+	fmt.Printf("go test -bench %q %s %s (%d passes): %v\n", re, strings.Join(extra, " "), strings.Join(pkgs, " "), count, time.Since(start).Round(time.Second))
 	return parseBench(all.String())
 }
 
@@ -100,12 +110,12 @@ func segmentSection(t *testing.T, rep *report, benchtime string, count int) {
 	profile := filepath.Join(t.TempDir(), "segment.pprof")
 	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "^Benchmark(Get|TagGet)$", "-benchtime", benchtime,
 		"-count", "1", "-cpuprofile", profile, "-o", filepath.Join(t.TempDir(), "segment.test"), "./segment/")
-	cmd.Dir = ".."
+	cmd.Dir = rootDir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("profile the segment benchmarks: %v\n%s", err, out)
 	}
-	plain := goBench(t, "./segment/", re, benchtime, count)
-	pgo := goBench(t, "./segment/", re, benchtime, count, "-pgo="+profile)
+	plain := goBench(t, rootDir, []string{"./segment/"}, re, benchtime, count)
+	pgo := goBench(t, rootDir, []string{"./segment/"}, re, benchtime, count, "-pgo="+profile)
 	var b strings.Builder
 	fmt.Fprintf(&b, "`go test -bench '%s' -benchtime %s ./segment/` run %d times, median of the runs; then the same with `-pgo=<profile>`, "+
 		"a CPU profile of BenchmarkGet and BenchmarkTagGet taken first in this run. "+
@@ -144,16 +154,20 @@ func segmentSection(t *testing.T, rep *report, benchtime string, count int) {
 
 // snowflakeSection: Next against the layout's cap, bwmarrin/snowflake and
 // sony/sonyflake.
+// leaf-go's benchmarks are in snowflake/bench_test.go, the baselines in
+// internal/testing/snowflake; one `go test` runs both packages, one after
+// the other, in each pass.
 func snowflakeSection(t *testing.T, rep *report, benchtime string, count int) {
 	re := "^Benchmark(Next|NextZeroStart|NextUncapped|NextParallel|Bwmarrin|BwmarrinParallel|Sonyflake|AtomicAdd)$"
-	r := goBench(t, "./snowflake/", re, benchtime, count)
+	pkgs := []string{"github.com/leaf-go/leaf/snowflake", "./snowflake/"}
+	r := goBench(t, testingDir, pkgs, re, benchtime, count)
 	// Next starts each millisecond at a random sequence in [0, 100), so its
 	// cap is 4096 minus the mean start, 49.5 (issue 3).
 	const capRandom, capZero = 4096 - 49.5, 4096.0
 	var b strings.Builder
-	fmt.Fprintf(&b, "`go test -bench '%s' -benchtime %s ./snowflake/` run %d times, median of the runs. "+
+	fmt.Fprintf(&b, "`go test -bench '%s' -benchtime %s %s` in internal/testing run %d times, median of the runs. "+
 		"The default layout (41/10/12) caps one worker at 4096 IDs per millisecond; with Leaf's random start of the sequence in [0, 100) "+
-		"the cap is 4046.5/ms. Target: Next ≥ 0.97 of the cap.\n\n", re, benchtime, count)
+		"the cap is 4046.5/ms. Target: Next ≥ 0.97 of the cap.\n\n", re, benchtime, strings.Join(pkgs, " "), count)
 	b.WriteString("| generator | ns/op | allocs/op | IDs/ms | **÷ cap** | cap used |\n|---|---:|---:|---:|---:|---|\n")
 	row := func(name, label string, capPerMs float64, capLabel string) {
 		v := r[name]
@@ -175,7 +189,7 @@ func snowflakeSection(t *testing.T, rep *report, benchtime string, count int) {
 
 // metricsSection re-measures the metrics middleware (api/metrics_bench_test.go).
 func metricsSection(t *testing.T, rep *report, benchtime string) {
-	r := goBench(t, "./api/", "^BenchmarkMetricsOverhead$", benchtime, 1)
+	r := goBench(t, rootDir, []string{"./api/"}, "^BenchmarkMetricsOverhead$", benchtime, 1)
 	var b strings.Builder
 	fmt.Fprintf(&b, "`go test -bench '^BenchmarkMetricsOverhead$' -benchtime %s ./api/`: alternating batches against a handler without and with metrics "+
 		"(one generator, SQLite, step 10^6), median ns per request of each.\n\n", benchtime)

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaf-go/leaf/internal/faultproxy"
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/testing/faultproxy"
 	"github.com/leaf-go/leaf/internal/zktest"
 	"github.com/leaf-go/leaf/snowflake"
 )

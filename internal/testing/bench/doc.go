@@ -1,7 +1,7 @@
 // Package bench is leaf-go's benchmark harness. It has no library code: the
 // harness is the test TestHarness, which `make bench` runs as
 //
-//	go test -v -count=1 -timeout 15m -run '^TestHarness$' ./bench/ -args -harness -out ../BENCHMARKS.md
+//	cd internal/testing && go test -v -count=1 -timeout 15m -run '^TestHarness$' ./bench/ -args -harness -out ../../../BENCHMARKS.md
 //
 // It builds the real leaf-server and leafctl binaries, runs everything on
 // loopback against the local PostgreSQL and MariaDB (LEAF_TEST_POSTGRES_DSN,

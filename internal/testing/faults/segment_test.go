@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaf-go/leaf/internal/faultproxy"
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/testing/faultproxy"
 )
 
 // slack is added to every configured time bound: the servers, the databases

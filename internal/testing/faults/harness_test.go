@@ -20,8 +20,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/leaf-go/leaf/internal/dbtest"
-	"github.com/leaf-go/leaf/internal/faultproxy"
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/testing/faultproxy"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )

@@ -1,27 +1,26 @@
-package main
+package leafserver_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
-	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/internal/dbtest"
-	"github.com/leaf-go/leaf/internal/faultproxy"
+	"github.com/leaf-go/leaf/internal/testing/faultproxy"
 	"github.com/leaf-go/leaf/store"
 )
 
-// TestLoadFailureMetricsKeepTag wires segment mode and the handler as run
-// does (startSegment), cuts the database, and checks that failed loads of
-// tags in leaf_alloc are counted under their biz_tag: the first load of a
-// tag the tag list read, and the prefetch of a tag already serving. No load
-// is counted under an empty biz_tag.
+// TestLoadFailureMetricsKeepTag runs segment mode and the handler as a user
+// does (the real leaf-server binary, wired by run and startSegment), cuts the
+// database, and checks that failed loads of tags in leaf_alloc are counted
+// under their biz_tag: the first load of a tag the tag list read, and the
+// prefetch of a tag already serving. No load is counted under an empty
+// biz_tag.
 func TestLoadFailureMetricsKeepTag(t *testing.T) {
 	direct := dbtest.Postgres(t)
 	px := faultproxy.Start(t, "127.0.0.1:5432")
@@ -36,27 +35,23 @@ func TestLoadFailureMetricsKeepTag(t *testing.T) {
 			t.Fatalf("Create(%q): %v", tag, err)
 		}
 	}
-	cfg := DefaultConfig()
-	cfg.SegmentDSN, cfg.DataDir, cfg.DemoTag = proxied, t.TempDir(), false
-	cfg.WaitTimeout = 200 * time.Millisecond
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	reg := prometheus.NewRegistry()
-	deps := api.Deps{Logger: log, Registerer: reg}
-	gen, err := startSegment(ctx, cfg, st, log, &deps)
-	if err != nil {
-		t.Fatalf("startSegment: %v", err)
-	}
-	t.Cleanup(func() { gen.Close() })
-	h := api.NewHandler(deps)
+	p := startServer(t, t.TempDir(), "--segment-dsn", proxied, "--demo-tag=false", "--wait-timeout", "200ms")
 	get := func(tag string) int {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/segment/get/"+tag, nil))
-		return rec.Code
+		code, body, err := p.get(ctx, "/api/segment/get/"+tag)
+		if err != nil {
+			t.Fatalf("GET %s: %v (%s)", tag, err, body)
+		}
+		return code
 	}
 	loads := func(tag, result string) float64 {
-		mfs, err := reg.Gather()
+		code, body, err := p.get(ctx, "/metrics")
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("GET /metrics = %d, %v", code, err)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		mfs, err := parser.TextToMetricFamilies(strings.NewReader(body))
 		if err != nil {
-			t.Fatalf("Gather: %v", err)
+			t.Fatalf("parse /metrics: %v", err)
 		}
 		var sum float64
 		for _, mf := range mfs {

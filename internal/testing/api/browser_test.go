@@ -43,7 +43,7 @@ func artifactDir(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("LEAF_TEST_ARTIFACTS")
 	if dir == "" {
-		dir = filepath.Join("..", "testdata", "out")
+		dir = filepath.Join("..", "..", "..", "testdata", "out")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("artifact folder: %v", err)
@@ -164,7 +164,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("snowflake panel = %q, want snowflake mode off", got)
 	}
 
-	// The inspector decodes SPEC §6's second example, an ID past 2^53.
+	// The inspector decodes the second worked example of docs/contract.md §6,
+	// an ID past 2^53.
 	if err := chromedp.Do(step,
 		chromedp.SetValue(chromedp.CSS("#decode-id"), "1724551110457221119"),
 		chromedp.Click(chromedp.CSS("#decode-form button")),
@@ -230,7 +231,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 	}
 
-	// The encoder reproduces SPEC §6's first example.
+	// The encoder reproduces the first worked example of docs/contract.md §6.
 	if err := chromedp.Do(step,
 		chromedp.SetValue(chromedp.CSS("#enc-ts"), "1288834975657"),
 		chromedp.SetValue(chromedp.CSS("#enc-dc"), "1"),

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaf-go/leaf/internal/faultproxy"
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/testing/faultproxy"
 )
 
 // TestManyServersSlowDatabase: 3 servers share one database (PostgreSQL, and

@@ -13,8 +13,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/leaf-go/leaf/internal/faultproxy"
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/testing/faultproxy"
 	"github.com/leaf-go/leaf/internal/zktest"
 )
 

@@ -69,7 +69,7 @@ func TestMain(m *testing.M) {
 		// HTTP table are built the same way: net/http and chi get the same
 		// profile-guided inlining in both.
 		selfBin = filepath.Join(dir, "bench-bare")
-		cmd = exec.Command("go", "test", "-c", "-pgo=../cmd/leaf-server/default.pgo", "-o", selfBin, ".")
+		cmd = exec.Command("go", "test", "-c", "-pgo=../../../cmd/leaf-server/default.pgo", "-o", selfBin, ".")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build the bare baseline:", err)

@@ -11,7 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/leaf-go/leaf/internal/dbtest"
-	"github.com/leaf-go/leaf/internal/faultproxy"
+	"github.com/leaf-go/leaf/internal/testing/faultproxy"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/snowflake/sqllease"
 	"github.com/leaf-go/leaf/store"

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaf-go/leaf/internal/faultproxy"
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/testing/faultproxy"
 )
 
 // TestDatabaseResetBlackhole: like TestDatabaseSlowThenDown's outage, but the

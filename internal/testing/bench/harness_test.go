@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leaf-go/leaf/internal/dbtest"
-	"github.com/leaf-go/leaf/internal/faultproxy"
+	"github.com/leaf-go/leaf/internal/testing/faultproxy"
 )
 
 func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
@@ -252,7 +252,7 @@ func slowDBSection(t *testing.T, rep *report) {
 	leaf := startLeaf(t, via)
 	d := scale(4 * time.Second)
 	var b strings.Builder
-	fmt.Fprintf(&b, "leaf-server on PostgreSQL through a TCP proxy (`internal/faultproxy`, toxiproxy in-process); the slow case adds 50 ms "+
+	fmt.Fprintf(&b, "leaf-server on PostgreSQL through a TCP proxy (`internal/testing/faultproxy`, toxiproxy in-process); the slow case adds 50 ms "+
 		"to every answer of the database (each segment load is one `UPDATE … RETURNING` round trip, so ≥ 50 ms). "+
 		"A fresh tag per run, warmed by one request (the first load is synchronous by design), then `leafctl bench` for %v; "+
 		"2 runs per cell in the order direct, slow, slow, direct; latencies are the mean of the runs' percentiles, max the worst. "+
