@@ -16,6 +16,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/rs/zerolog v1.33.0
 	github.com/sony/sonyflake v1.2.0
+	github.com/sony/sonyflake/v2 v2.2.0
 	go.uber.org/goleak v1.3.0
 	gopkg.in/yaml.v3 v3.0.1
 )

@@ -153,12 +153,12 @@ func segmentSection(t *testing.T, rep *report, benchtime string, count int) {
 }
 
 // snowflakeSection: Next against the layout's cap, bwmarrin/snowflake and
-// sony/sonyflake.
+// sony/sonyflake (v1, and v2 both on its default layout and set to 41/10/12).
 // leaf-go's benchmarks are in snowflake/bench_test.go, the baselines in
 // internal/testing/snowflake; one `go test` runs both packages, one after
 // the other, in each pass.
 func snowflakeSection(t *testing.T, rep *report, benchtime string, count int) {
-	re := "^Benchmark(Next|NextZeroStart|NextUncapped|NextParallel|Bwmarrin|BwmarrinParallel|Sonyflake|AtomicAdd)$"
+	re := "^Benchmark(Next|NextZeroStart|NextUncapped|NextParallel|Bwmarrin|BwmarrinParallel|Sonyflake|SonyflakeV2|SonyflakeV2Layout41|SonyflakeV2Layout41Parallel|AtomicAdd)$"
 	pkgs := []string{"github.com/leaf-go/leaf/snowflake", "./snowflake/"}
 	r := goBench(t, testingDir, pkgs, re, benchtime, count)
 	// Next starts each millisecond at a random sequence in [0, 100), so its
@@ -179,8 +179,13 @@ func snowflakeSection(t *testing.T, rep *report, benchtime string, count int) {
 	row("Bwmarrin", "github.com/bwmarrin/snowflake v0.3.0", capZero, "4096/ms")
 	row("BwmarrinParallel", "bwmarrin, GOMAXPROCS goroutines", capZero, "4096/ms")
 	row("Sonyflake", "github.com/sony/sonyflake v1.2.0 (10 ms × 8-bit sequence)", 25.6, "25.6/ms (its own layout)")
+	row("SonyflakeV2", "github.com/sony/sonyflake/v2 v2.2.0, its default (10 ms × 8-bit sequence)", 25.6, "25.6/ms (its own layout)")
+	row("SonyflakeV2Layout41", "sonyflake v2 set to 41/10/12 (1 ms units), sequence from 0", capZero, "4096/ms")
+	row("SonyflakeV2Layout41Parallel", "sonyflake v2 41/10/12, GOMAXPROCS goroutines", capZero, "4096/ms")
 	next, zero, bw, sf := r["Next"]["IDs/ms"], r["NextZeroStart"]["IDs/ms"], r["Bwmarrin"]["IDs/ms"], r["Sonyflake"]["IDs/ms"]
-	fmt.Fprintf(&b, "\nleaf-go `Next` ÷ bwmarrin: **%s** (sequence from 0 on both: %s); ÷ sonyflake: %s.\n", ratio(next, bw), ratio(zero, bw), ratio(next, sf))
+	sf2 := r["SonyflakeV2Layout41"]["IDs/ms"]
+	fmt.Fprintf(&b, "\nleaf-go `Next` ÷ bwmarrin: **%s** (sequence from 0 on both: %s); ÷ sonyflake: %s; "+
+		"sequence from 0 ÷ sonyflake v2 on the same 41/10/12 layout: %s.\n", ratio(next, bw), ratio(zero, bw), ratio(next, sf), ratio(zero, sf2))
 	un, at := r["NextUncapped"]["ns/op"], r["AtomicAdd"]["ns/op"]
 	fmt.Fprintf(&b, "Fast path without the cap (22 sequence bits, `NextUncapped`): %.1f ns/op against %.1f ns/op for a bare atomic add (%s); "+
 		"at 244 ns per ID the cap, not the code, bounds a generator that costs %.0f ns.\n", un, at, ratio(at, un), un)
