@@ -7,7 +7,9 @@
 // loopback against the local PostgreSQL and MariaDB (LEAF_TEST_POSTGRES_DSN,
 // LEAF_TEST_MYSQL_DSN, as the other tests), and measures every figure next to
 // a baseline from the same run: the Go benchmarks of segment, snowflake and
-// api (each next to its baseline in its own package), HTTP single-ID against a
+// api (each next to its baseline in its own package; the other snowflake
+// libraries in internal/testing/snowflake, run in the same go test as
+// snowflake's own benchmarks), HTTP single-ID against a
 // bare chi handler in a process of its own, batch against single-ID, the
 // databases' own counters a user would otherwise call, a segment switch under
 // a slow database, and how memory, first use of many tags, database writes
