@@ -94,9 +94,9 @@ func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	h.router = r
 	r.Use(middleware.Recoverer)
-	o := newOps(h) // metrics, state API, Leaf's pages, dashboard (pages.go)
-	if o.metrics != nil {
-		r.Use(o.metrics.middleware)
+	o := newOps(h) // state API, Leaf's pages, dashboard (pages.go)
+	if m := registerMetrics(h.d, o.tracker); m != nil {
+		r.Use(m.middleware)
 	}
 
 	// Leaf-compatible routes: any method, key taken whole (dots kept). They
