@@ -28,7 +28,9 @@ type leafErrorBody struct {
 // leafError answers a failed Leaf-compatible request exactly as Leaf does:
 // HTTP 500 and message "Result{id=<code>, status=EXCEPTION}". Codes: segment
 // -1 not initialised, -2 tag unknown, -3 no segment ready; snowflake -1 clock
-// still behind, -2 interrupted, -3 clock moved back > 5 ms.
+// still behind, -2 interrupted, -3 clock moved back > 5 ms. The code goes to
+// the metrics middleware too (recordLeafCode), which counts failed segment
+// requests by it.
 func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, err error) {
 	if code == 0 {
 		code = -3
@@ -39,6 +41,7 @@ func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, 
 			err, slog.String("path", r.URL.Path), slog.Int64("code", code),
 			slog.String("request_id", requestID(r)))
 	}
+	recordLeafCode(w, code)
 	writeJSON(w, http.StatusInternalServerError, leafErrorBody{
 		Timestamp: h.d.Now().UnixMilli(),
 		Status:    http.StatusInternalServerError,

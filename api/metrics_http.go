@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"net/http"
 	"strconv"
 	"sync"
@@ -86,7 +85,7 @@ func (m *httpMetrics) middleware(next http.Handler) http.Handler {
 			}
 			m.observe(r, sw, time.Since(m.origin)-start)
 			// Handlers do not keep the writer past their return.
-			*sw = statusWriter{sniff: sw.sniff[:0]}
+			*sw = statusWriter{}
 			m.writers.Put(sw)
 		}()
 		next.ServeHTTP(sw, r)
@@ -117,14 +116,12 @@ func (m *httpMetrics) observe(r *http.Request, sw *statusWriter, elapsed time.Du
 	p.requests.Inc()
 	p.duration.Observe(elapsed.Seconds())
 
-	if m.segErrs != nil && code == http.StatusInternalServerError && route == segmentGetRoute {
-		if c, ok := leafCode(sw.sniff); ok {
-			tag, err := PathKey(r, "key")
-			if err != nil {
-				tag = ""
-			}
-			m.segErrs.add(tag, c)
+	if m.segErrs != nil && code == http.StatusInternalServerError && route == segmentGetRoute && sw.leafCode != 0 {
+		tag, err := PathKey(r, "key")
+		if err != nil {
+			tag = ""
 		}
+		m.segErrs.add(tag, sw.leafCode)
 	}
 }
 
@@ -138,16 +135,15 @@ func normalMethod(m string) string {
 	return methodOther
 }
 
-// sniffLen is how much of a 500 answer statusWriter keeps to read the Leaf
-// code from; Leaf's body names it within its first 200 bytes.
-const sniffLen = 512
-
-// statusWriter records the status code, and the start of the body of a 500
-// answer so that the Leaf result code can be counted.
+// statusWriter records the status code, and the Leaf result code the
+// handler answered with (recordLeafCode), so that failed segment requests
+// can be counted by code.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
-	sniff  []byte
+	// leafCode is the code of the Leaf error body written (-1, -2 or -3);
+	// 0 when none was.
+	leafCode int64
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -161,31 +157,26 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	if w.status == http.StatusInternalServerError && len(w.sniff) < sniffLen {
-		w.sniff = append(w.sniff, b[:min(len(b), sniffLen-len(w.sniff))]...)
-	}
 	return w.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// leafCode reads the code out of a Leaf error body,
-// "…Result{id=-2, status=EXCEPTION}…"; ok is false when there is none.
-func leafCode(body []byte) (int64, bool) {
-	const marker = "Result{id="
-	i := bytes.Index(body, []byte(marker))
-	if i < 0 {
-		return 0, false
+// recordLeafCode hands code, the Leaf result code of the error body the
+// handler answers with on w, to the metrics middleware: to its statusWriter
+// when w is one or wraps one (through Unwrap, the chain
+// http.ResponseController follows). Without the middleware it does nothing.
+func recordLeafCode(w http.ResponseWriter, code int64) {
+	for {
+		switch x := w.(type) {
+		case *statusWriter:
+			x.leafCode = code
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
 	}
-	rest := body[i+len(marker):]
-	j := bytes.IndexByte(rest, ',')
-	if j < 0 {
-		return 0, false
-	}
-	c, err := strconv.ParseInt(string(rest[:j]), 10, 64)
-	if err != nil || c > -1 || c < -3 {
-		return 0, false
-	}
-	return c, true
 }
