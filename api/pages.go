@@ -143,9 +143,7 @@ func (o *ops) dbPage(w http.ResponseWriter, r *http.Request) {
 	}
 	rows, err := o.h.d.Store.Rows(r.Context())
 	if err != nil {
-		o.h.d.Logger.Warn("db page: read leaf_alloc", "err", err)
-		o.render(w, http.StatusServiceUnavailable, pageData{Title: "Leaf database unavailable",
-			Columns: []string{"error"}, Rows: [][]string{{"reading leaf_alloc failed; see the server log"}}})
+		o.dbPageError(w, err)
 		return
 	}
 	d := pageData{Title: "Leaf database", Columns: []string{"tag", "max", "step", "update"}}

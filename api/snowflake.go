@@ -47,9 +47,7 @@ func (h *handler) layout() snowflake.Layout {
 func (h *handler) decodeSnowflakeID(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.URL.Query().Get("snowflakeId"), 10, 64)
 	if err != nil || id < 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]string{
-			"errorMsg": "snowflake Id反解析失败: snowflakeId must be a non-negative 64-bit decimal integer",
-		})
+		leafDecodeError(w)
 		return
 	}
 	p := h.layout().Decompose(id)
