@@ -8,10 +8,8 @@
 package api
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -160,105 +158,6 @@ type handler struct {
 	router chi.Routes
 	// clockLog rate-limits the log lines of clock-behind refusals.
 	clockLog *logLimit
-}
-
-// leafMethods are the methods Leaf's method-less mappings serve, in the
-// order of the Allow header Spring 4.3 answers OPTIONS with (every
-// HttpMethod but TRACE).
-const leafMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
-
-// leafOptions answers OPTIONS on Leaf's ID routes as Spring does: 200, an
-// Allow header and no body; no ID is taken.
-func leafOptions(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Allow", leafMethods)
-	w.Header().Set("Content-Length", "0")
-	w.WriteHeader(http.StatusOK)
-}
-
-// segmentGet is Leaf's SegmentService endpoint: 200 text/plain decimal ID
-// with no newline, or 500 with Leaf's error body and code.
-func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
-	key, ok := h.key(w, r)
-	if !ok {
-		return
-	}
-	if h.d.Segment == nil {
-		h.disabled(w, r, "segment", "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn")
-		return
-	}
-	id, err := h.d.Segment.Get(r.Context(), key)
-	if err != nil {
-		h.leafError(w, r, segment.Code(err), err)
-		return
-	}
-	writeID(w, id)
-}
-
-func (h *handler) emptyKey(w http.ResponseWriter, r *http.Request) {
-	h.badRequest(w, r, "biz_tag key is empty: use /api/…/get/{key} with 1 to 128 characters")
-}
-
-// key reads and validates {key}; on failure it has answered 400.
-func (h *handler) key(w http.ResponseWriter, r *http.Request) (string, bool) {
-	key, err := PathKey(r, "key")
-	if err != nil {
-		h.badRequest(w, r, err.Error())
-		return "", false
-	}
-	return key, true
-}
-
-func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte("ok"))
-}
-
-// readyz answers 200 when every enabled mode can serve: the store answers a
-// ping and the segment generator has loaded its tag list.
-func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
-	checks := map[string]string{}
-	ready := true
-	if h.d.Segment != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), h.d.ReadyTimeout)
-		defer cancel()
-		if h.d.Store != nil {
-			if err := h.d.Store.Ping(ctx); err != nil {
-				checks["store"] = "unreachable: " + err.Error()
-				ready = false
-			} else {
-				checks["store"] = "ok"
-			}
-		}
-		if h.d.Segment.Ready() {
-			checks["segment"] = "ok"
-		} else {
-			checks["segment"] = "tag list not loaded yet"
-			ready = false
-		}
-	}
-	if h.d.Snowflake != nil {
-		checks["snowflake"] = "ok"
-		if err := h.snowflakeReady(); err != nil {
-			checks["snowflake"] = err.Error()
-			ready = false
-		}
-	}
-	status := http.StatusOK
-	if !ready {
-		status = http.StatusServiceUnavailable
-	}
-	writeJSON(w, status, map[string]any{"ready": ready, "checks": checks})
-}
-
-// textPlain is the Content-Type of an ID, as Leaf's Spring server sends it.
-// writeID assigns the slice itself instead of calling Header.Set, which
-// would allocate a new one per response; nothing appends to or changes it.
-var textPlain = []string{"text/plain;charset=UTF-8"}
-
-func writeID(w http.ResponseWriter, id int64) {
-	w.Header()["Content-Type"] = textPlain
-	var buf [20]byte
-	_, _ = w.Write(strconv.AppendInt(buf[:0], id, 10))
 }
 
 // requestID returns the ID under which r's log lines appear: the one chi's
