@@ -211,7 +211,7 @@ func (h *handler) adminDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 // adminFence is POST /api/v1/admin/tags/{tag}/fence {"min":"N"}: raise max_id
-// to at least N (SPEC §2 restore safety).
+// to at least N (docs/contract.md §2.6, restore marks).
 func (h *handler) adminFence(w http.ResponseWriter, r *http.Request) {
 	tag, ok := h.adminTag(w, r)
 	if !ok {

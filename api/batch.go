@@ -10,7 +10,7 @@ import (
 )
 
 // DefaultMaxBatch is the largest count the batch routes accept when
-// Deps.MaxBatch is zero, in IDs.
+// [Deps.MaxBatch] is zero, in IDs.
 const DefaultMaxBatch = 10_000
 
 // batchAnswer is the JSON of the batch routes. IDs are strings because 64-bit
