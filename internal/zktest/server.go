@@ -174,7 +174,7 @@ func (s *Server) start() error {
 		return err
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "---- zktest: start %s\n", time.Now().UTC().Format(time.RFC3339Nano))
+	_, _ = fmt.Fprintf(logf, "---- zktest: start %s\n", time.Now().UTC().Format(time.RFC3339Nano)) // a marker line only
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		cmd := exec.Command(s.java, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
