@@ -148,7 +148,7 @@ func snowflakeSection(t *testing.T, rep *report, benchtime string, count int) {
 	re := "^Benchmark(Next|NextZeroStart|NextUncapped|NextParallel|Bwmarrin|BwmarrinParallel|Sonyflake|AtomicAdd)$"
 	r := goBench(t, "./snowflake/", re, benchtime, count)
 	// Next starts each millisecond at a random sequence in [0, 100), so its
-	// cap is 4096 minus the mean start, 49.5 (issue 3).
+	// cap is 4096 minus the mean start, 49.5.
 	const capRandom, capZero = 4096 - 49.5, 4096.0
 	var b strings.Builder
 	fmt.Fprintf(&b, "`go test -bench '%s' -benchtime %s ./snowflake/` run %d times, median of the runs. "+
