@@ -59,7 +59,7 @@ func lockDataDir(dir string) (release func() error, err error) {
 				holder = "process " + strconv.Itoa(pid)
 			}
 		}
-		f.Close()
+		_ = f.Close() // only read for the holder's PID; the lock error says what failed
 		if errors.Is(err, atomicfile.ErrLocked) {
 			abs, aerr := filepath.Abs(dir)
 			if aerr != nil {
