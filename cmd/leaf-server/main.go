@@ -164,8 +164,8 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 
 // pprofHandler serves net/http/pprof's profiles under /debug/pprof/ (index,
 // profile, symbol, trace and the named profiles such as heap). Not cmdline:
-// the command line can hold --admin-token or a DSN password, which a new-user
-// trial read there.
+// the command line can hold --admin-token or a DSN password, and anyone who
+// reaches the pprof listener could read them there.
 func pprofHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
