@@ -91,7 +91,7 @@ func rowJSON(r store.Row) tagJSON {
 func (h *handler) adminList(w http.ResponseWriter, r *http.Request) {
 	rows, err := h.d.Store.Rows(r.Context())
 	if err != nil {
-		h.apiError(w, r, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+		h.storeError(w, r, err)
 		return
 	}
 	out := make([]tagJSON, 0, len(rows))
@@ -114,10 +114,10 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case in.BizTag == "":
-		h.apiError(w, r, http.StatusBadRequest, "bad_body", "field bizTag is required")
+		h.bodyError(w, r, badBodyError("field bizTag is required"))
 		return
 	case in.Step == nil:
-		h.apiError(w, r, http.StatusBadRequest, "bad_body", "field step is required")
+		h.bodyError(w, r, badBodyError("field step is required"))
 		return
 	}
 	row := store.Row{BizTag: in.BizTag, MaxID: 1, Step: *in.Step, Description: in.Description}
@@ -161,7 +161,7 @@ func (h *handler) adminUpdate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if in.Step == nil && in.Description == nil {
-		h.apiError(w, r, http.StatusBadRequest, "bad_body", `give "step", "description" or both`)
+		h.bodyError(w, r, badBodyError(`give "step", "description" or both`))
 		return
 	}
 	cur, err := h.row(r, tag)
@@ -211,7 +211,7 @@ func (h *handler) adminDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 // adminFence is POST /api/v1/admin/tags/{tag}/fence {"min":"N"}: raise max_id
-// to at least N (SPEC §2 restore safety).
+// to at least N (docs/contract.md §2.6, restore marks).
 func (h *handler) adminFence(w http.ResponseWriter, r *http.Request) {
 	tag, ok := h.adminTag(w, r)
 	if !ok {
@@ -246,32 +246,41 @@ func (h *handler) adminTag(w http.ResponseWriter, r *http.Request) (string, bool
 	return tag, true
 }
 
-// decodeBody reads r's body, a JSON object, into v, a pointer to a struct
-// whose fields carry json tags. Every failure is answered in the API's terms,
+// decodeBody reads r's body, a JSON object, into v (see readBody). A body
+// readBody refuses is answered by bodyError (errors.go), in the API's terms,
 // never encoding/json's: 413 body_too_large over maxAdminBody; 400 bad_body
-// for an empty body, one that is not JSON, has data after the object, is not
-// an object, has an unknown field (`unknown field "foo"`), a field given twice
-// (`field bizTag given twice`, names compared ignoring case), a field of the
-// wrong type (`field step: want an integer in [1, 2147483647]`) or a string
-// that is not valid UTF-8 (`field bizTag: not valid UTF-8`; encoding/json
-// would silently store U+FFFD instead). Field names match as encoding/json
-// matches them, ignoring case.
+// with readBody's reason otherwise.
 func (h *handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := readBody(w, r, v); err != nil {
+		h.bodyError(w, r, err)
+		return false
+	}
+	return true
+}
+
+// readBody reads r's body, a JSON object, into v, a pointer to a struct
+// whose fields carry json tags. Errors: the *http.MaxBytesError of a body
+// over maxAdminBody; otherwise a badBodyError whose text says in the API's
+// terms why the body is refused: it could not be read, is empty, is not
+// JSON, has data after the object, is not an object, has an unknown field
+// (`unknown field "foo"`), a field given twice (`field bizTag given twice`,
+// names compared ignoring case), a field of the wrong type (`field step:
+// want an integer in [1, 2147483647]`) or a string that is not valid UTF-8
+// (`field bizTag: not valid UTF-8`; encoding/json would silently store
+// U+FFFD instead). Field names match as encoding/json matches them,
+// ignoring case.
+func readBody(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		h.apiError(w, r, http.StatusRequestEntityTooLarge, "body_too_large",
-			"request body over "+strconv.Itoa(maxAdminBody>>10)+" KiB")
-		return false
+		return tooBig
 	case err != nil:
-		h.apiError(w, r, http.StatusBadRequest, "bad_body", "request body could not be read")
-		return false
+		return badBodyError("request body could not be read")
 	}
 	fields, msg := bodyFields(body)
 	if msg != "" {
-		h.apiError(w, r, http.StatusBadRequest, "bad_body", msg)
-		return false
+		return badBodyError(msg)
 	}
 	rv := reflect.ValueOf(v).Elem()
 	rt := rv.Type()
@@ -284,17 +293,14 @@ func (h *handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 				continue
 			}
 			if seen {
-				h.apiError(w, r, http.StatusBadRequest, "bad_body", "field "+name+" given twice")
-				return false
+				return badBodyError("field " + name + " given twice")
 			}
 			seen, used[j] = true, true
 			if !validJSONText(f.raw) {
-				h.apiError(w, r, http.StatusBadRequest, "bad_body", "field "+name+": not valid UTF-8")
-				return false
+				return badBodyError("field " + name + ": not valid UTF-8")
 			}
 			if err := json.Unmarshal(f.raw, rv.Field(i).Addr().Interface()); err != nil {
-				h.apiError(w, r, http.StatusBadRequest, "bad_body", "field "+name+": want "+jsonKind(name, rt.Field(i).Type))
-				return false
+				return badBodyError("field " + name + ": want " + jsonKind(name, rt.Field(i).Type))
 			}
 		}
 	}
@@ -306,10 +312,9 @@ func (h *handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		h.apiError(w, r, http.StatusBadRequest, "bad_body", "unknown field "+strconv.Quote(unknown[0]))
-		return false
+		return badBodyError("unknown field " + strconv.Quote(unknown[0]))
 	}
-	return true
+	return nil
 }
 
 // bodyField is one member of a JSON object body, in the order sent.
@@ -414,20 +419,6 @@ func jsonKind(name string, t reflect.Type) string {
 		return integer
 	}
 	return "a " + t.Kind().String()
-}
-
-// storeError maps store errors of admin calls to statuses.
-func (h *handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, store.ErrTagNotFound):
-		h.apiError(w, r, http.StatusNotFound, "tag_not_found", err.Error())
-	case errors.Is(err, store.ErrTagExists):
-		h.apiError(w, r, http.StatusConflict, "tag_exists", err.Error())
-	case errors.Is(err, store.ErrBadStep), errors.Is(err, store.ErrBadRow), errors.Is(err, store.ErrOverflow):
-		h.apiError(w, r, http.StatusBadRequest, "bad_row", err.Error())
-	default:
-		h.apiError(w, r, http.StatusServiceUnavailable, "store_unavailable", err.Error())
-	}
 }
 
 func (h *handler) audit(r *http.Request, op, tag string, attrs ...slog.Attr) {

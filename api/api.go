@@ -1,17 +1,26 @@
 // Package api is leaf-go's HTTP surface: Leaf's compatible routes
-// (/api/segment/get/{key}, /api/snowflake/get/{key}) and the health probes.
+// (/api/segment/get/{key}, /api/snowflake/get/{key}, /decodeSnowflakeId),
+// the JSON API under /api/v1 (batches, decode and encode, state, admin),
+// Leaf's /cache and /db pages, the dashboard, /metrics and the health
+// probes. docs/contract.md §4 is the contract of every route.
 //
-// NewHandler builds one chi router. Errors are turned into HTTP answers in
-// exactly one place (errors.go): the Leaf-compatible routes answer 500 with
-// the body Leaf's Spring server produces, so existing clients cannot tell the
-// difference; everything else uses honest statuses.
+// [NewHandler] builds one chi router; the table in routes_test.go
+// (TestRouteTable) lists every route it serves. Errors are turned into HTTP
+// answers in exactly one place (errors.go): the Leaf-compatible routes
+// answer 500 with the body Leaf's Spring server produces, so existing
+// clients cannot tell the difference; everything else uses honest statuses.
+//
+// One file per job: leaf.go (Leaf's ID routes), batch.go, snowflake.go
+// (decode, encode, status), state.go (buffer state and its JSON), admin.go,
+// pages.go (operator pages and the dashboard), health.go, key.go (biz_tag
+// checks), errors.go, lograte.go, and the metrics: metrics.go (shared
+// buckets, registration), metrics_http.go, metrics_segment.go,
+// metrics_snowflake.go.
 package api
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -26,16 +35,19 @@ import (
 // Deps are what the handler serves from. A nil generator means the mode is
 // disabled: its routes answer 503 with a JSON error saying how to enable it.
 type Deps struct {
-	// Segment serves /api/segment/get/{key}; nil when segment mode is off.
+	// Segment serves /api/segment/get/{key}, the segment batch route, the
+	// buffer state and Leaf's /cache page; nil when segment mode is off.
 	Segment *segment.Generator
 	// Store is the leaf_alloc database behind Segment, pinged by /readyz.
 	// Nil when segment mode is off.
 	Store store.Store
-	// Snowflake serves /api/snowflake/get/{key}; nil when snowflake mode is
-	// off (decode and encode then use snowflake.DefaultLayout).
+	// Snowflake serves /api/snowflake/get/{key}, the snowflake batch route
+	// and the status page; nil when snowflake mode is off (decode and encode
+	// then use [snowflake.DefaultLayout]).
 	Snowflake *snowflake.Generator
 	// SnowflakeSource is the worker ID source behind Snowflake
-	// (snowflake.StaticSource, zkworker.Worker, sqllease.Lease).
+	// ([snowflake.StaticSource], [github.com/leaf-go/leaf/snowflake/zkworker.Worker],
+	// [github.com/leaf-go/leaf/snowflake/sqllease.Lease]).
 	// /api/v1/snowflake/status shows its Name as "source" and its Details as
 	// "sourceState"; /readyz asks its Ready (a lost SQL lease is not ready);
 	// /metrics labels the worker ID with its Name and shows the age of its
@@ -45,37 +57,41 @@ type Deps struct {
 	SnowflakeSource snowflake.Source
 	// Logger receives server-side failures only; nil means slog.Default().
 	Logger *slog.Logger
-	// Now stamps Leaf error bodies (ms); nil means time.Now.
+	// Now is the clock of error bodies' timestamps (Unix ms), of /readyz's
+	// high-water check and of the rates and ages on /metrics and the state
+	// pages; nil means time.Now.
 	Now func() time.Time
 	// AdminToken enables /api/v1/admin/… (tag create, update, delete, fence)
-	// for requests with "Authorization: Bearer <AdminToken>"; empty leaves the
-	// routes out entirely.
+	// for requests with "Authorization: Bearer <AdminToken>" when Store is
+	// set; empty (or a nil Store) leaves the routes out entirely.
 	AdminToken string
-	// MaxBatch is the largest ?count= of the batch routes, in IDs; zero
-	// means DefaultMaxBatch (10,000).
+	// MaxBatch is the largest ?count= of the batch routes, in IDs; zero or
+	// less means [DefaultMaxBatch] (10,000).
 	MaxBatch int
-	// ReadyTimeout bounds the store ping of /readyz; zero means 2 s.
+	// ReadyTimeout bounds the store ping of /readyz; zero or less means 2 s.
 	ReadyTimeout time.Duration
 
 	// Registerer receives leaf-go's collectors (HTTP requests, per-tag
 	// segment state); nil means no metrics and no /metrics route. Use a
-	// fresh prometheus.NewRegistry(), not the global one. NewHandler panics
+	// fresh [prometheus.NewRegistry], not the global one. NewHandler panics
 	// if it refuses them (for example a second handler on one registry).
 	Registerer prometheus.Registerer
 	// Gatherer is what /metrics serves; nil means Registerer when that is
 	// also a Gatherer (a *prometheus.Registry).
 	Gatherer prometheus.Gatherer
-	// LoadMetrics is the [LoadMetrics] whose Observe method segment.New got
+	// LoadMetrics is the [LoadMetrics] whose Observe method [segment.New] got
 	// as [segment.Config.OnLoad]; its load count and latency metrics are
 	// registered with the others. Nil leaves those two metrics out.
 	LoadMetrics *LoadMetrics
 	// RunwayWarn is the runway (buffered IDs ÷ rate) below which the
-	// dashboard shows a tag in the warning colour; zero means 60 s.
+	// dashboard shows a tag in the warning colour; zero or less means 60 s.
 	RunwayWarn time.Duration
 }
 
-// NewHandler returns the router with every route of leaf-go. It is safe for
-// concurrent use and keeps no state of its own beyond deps.
+// NewHandler returns the router with every route of leaf-go (listed in
+// routes_test.go). It is safe for concurrent use and keeps no state of its
+// own beyond d. It panics when d.Registerer refuses the collectors (see
+// [Deps.Registerer]).
 func NewHandler(d Deps) http.Handler {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
@@ -94,15 +110,17 @@ func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	h.router = r
 	r.Use(middleware.Recoverer)
-	o := newOps(h) // metrics, state API, Leaf's pages, dashboard (pages.go)
-	if o.metrics != nil {
-		r.Use(o.metrics.middleware)
+	o := newOps(h) // state API, Leaf's pages, dashboard (pages.go)
+	if m := registerMetrics(h.d, o.tracker); m != nil {
+		r.Use(m.middleware)
 	}
 
 	// Leaf-compatible routes: any method, key taken whole (dots kept). They
 	// carry no request ID: chi's RequestID formats one and copies the request
-	// on every call, a third of the router's own cost per ID (BENCHMARKS.md,
-	// Findings 2). The failures they log get one made then (requestID).
+	// on every call, a large share of the router's own cost per ID (the
+	// in-process cases of BenchmarkBareChiOverhead hold these routes against
+	// a bare chi handler). The failures they log get one made then
+	// (requestID).
 	//
 	// Leaf runs on Spring 4.3 (Spring Boot 1.5), whose trailing-slash match
 	// serves /get/{key}/ as /get/{key}; so do we. Spring answers OPTIONS on
@@ -160,105 +178,6 @@ type handler struct {
 	router chi.Routes
 	// clockLog rate-limits the log lines of clock-behind refusals.
 	clockLog *logLimit
-}
-
-// leafMethods are the methods Leaf's method-less mappings serve, in the
-// order of the Allow header Spring 4.3 answers OPTIONS with (every
-// HttpMethod but TRACE).
-const leafMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
-
-// leafOptions answers OPTIONS on Leaf's ID routes as Spring does: 200, an
-// Allow header and no body; no ID is taken.
-func leafOptions(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Allow", leafMethods)
-	w.Header().Set("Content-Length", "0")
-	w.WriteHeader(http.StatusOK)
-}
-
-// segmentGet is Leaf's SegmentService endpoint: 200 text/plain decimal ID
-// with no newline, or 500 with Leaf's error body and code.
-func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
-	key, ok := h.key(w, r)
-	if !ok {
-		return
-	}
-	if h.d.Segment == nil {
-		h.disabled(w, r, "segment", "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn")
-		return
-	}
-	id, err := h.d.Segment.Get(r.Context(), key)
-	if err != nil {
-		h.leafError(w, r, segment.Code(err), err)
-		return
-	}
-	writeID(w, id)
-}
-
-func (h *handler) emptyKey(w http.ResponseWriter, r *http.Request) {
-	h.badRequest(w, r, "biz_tag key is empty: use /api/…/get/{key} with 1 to 128 characters")
-}
-
-// key reads and validates {key}; on failure it has answered 400.
-func (h *handler) key(w http.ResponseWriter, r *http.Request) (string, bool) {
-	key, err := PathKey(r, "key")
-	if err != nil {
-		h.badRequest(w, r, err.Error())
-		return "", false
-	}
-	return key, true
-}
-
-func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte("ok"))
-}
-
-// readyz answers 200 when every enabled mode can serve: the store answers a
-// ping and the segment generator has loaded its tag list.
-func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
-	checks := map[string]string{}
-	ready := true
-	if h.d.Segment != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), h.d.ReadyTimeout)
-		defer cancel()
-		if h.d.Store != nil {
-			if err := h.d.Store.Ping(ctx); err != nil {
-				checks["store"] = "unreachable: " + err.Error()
-				ready = false
-			} else {
-				checks["store"] = "ok"
-			}
-		}
-		if h.d.Segment.Ready() {
-			checks["segment"] = "ok"
-		} else {
-			checks["segment"] = "tag list not loaded yet"
-			ready = false
-		}
-	}
-	if h.d.Snowflake != nil {
-		checks["snowflake"] = "ok"
-		if err := h.snowflakeReady(); err != nil {
-			checks["snowflake"] = err.Error()
-			ready = false
-		}
-	}
-	status := http.StatusOK
-	if !ready {
-		status = http.StatusServiceUnavailable
-	}
-	writeJSON(w, status, map[string]any{"ready": ready, "checks": checks})
-}
-
-// textPlain is the Content-Type of an ID, as Leaf's Spring server sends it.
-// writeID assigns the slice itself instead of calling Header.Set, which
-// would allocate a new one per response; nothing appends to or changes it.
-var textPlain = []string{"text/plain;charset=UTF-8"}
-
-func writeID(w http.ResponseWriter, id int64) {
-	w.Header()["Content-Type"] = textPlain
-	var buf [20]byte
-	_, _ = w.Write(strconv.AppendInt(buf[:0], id, 10))
 }
 
 // requestID returns the ID under which r's log lines appear: the one chi's

@@ -2,17 +2,15 @@ package api
 
 import (
 	"errors"
-	"log/slog"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/snowflake"
 )
 
 // DefaultMaxBatch is the largest count the batch routes accept when
-// Deps.MaxBatch is zero, in IDs.
+// [Deps.MaxBatch] is zero, in IDs.
 const DefaultMaxBatch = 10_000
 
 // batchAnswer is the JSON of the batch routes. IDs are strings because 64-bit
@@ -119,30 +117,4 @@ func (h *handler) snowflakeBatch(w http.ResponseWriter, r *http.Request) {
 		ids = append(ids, string(strconv.AppendInt(buf[:0], id, 10)))
 	}
 	writeJSON(w, http.StatusOK, batchAnswer{IDs: ids})
-}
-
-// idError answers a failed JSON-API ID request with an honest status: 404
-// for an unknown tag, 503 with Retry-After for everything that passes (no
-// segment ready, clock behind), with Leaf's code alongside.
-func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64, notFound bool, err error) {
-	status, code := http.StatusServiceUnavailable, "not_ready"
-	switch {
-	case notFound:
-		status, code = http.StatusNotFound, "tag_not_found"
-	case leafCode == -1:
-		code = "not_initialized"
-	}
-	if status == http.StatusServiceUnavailable {
-		retry := time.Second
-		var cb *snowflake.ClockBackwardsError
-		if errors.As(err, &cb) && cb.Behind > retry {
-			retry = cb.Behind
-		}
-		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
-	}
-	if status >= 500 {
-		h.logIDFailure(r.Context(), "batch request failed", err, slog.String("path", r.URL.Path),
-			slog.Int64("leaf_code", leafCode), slog.String("request_id", requestID(r)))
-	}
-	writeJSON(w, status, apiErrorBody{Status: status, Code: code, Message: err.Error(), Path: r.URL.Path, LeafCode: leafCode})
 }

@@ -3,12 +3,17 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/store"
 )
 
 // leafException is the exception class Leaf's server names in its error body.
@@ -28,7 +33,9 @@ type leafErrorBody struct {
 // leafError answers a failed Leaf-compatible request exactly as Leaf does:
 // HTTP 500 and message "Result{id=<code>, status=EXCEPTION}". Codes: segment
 // -1 not initialised, -2 tag unknown, -3 no segment ready; snowflake -1 clock
-// still behind, -2 interrupted, -3 clock moved back > 5 ms.
+// still behind, -2 interrupted, -3 clock moved back > 5 ms. The code goes to
+// the metrics middleware too (recordLeafCode), which counts failed segment
+// requests by it.
 func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, err error) {
 	if code == 0 {
 		code = -3
@@ -39,6 +46,7 @@ func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, 
 			err, slog.String("path", r.URL.Path), slog.Int64("code", code),
 			slog.String("request_id", requestID(r)))
 	}
+	recordLeafCode(w, code)
 	writeJSON(w, http.StatusInternalServerError, leafErrorBody{
 		Timestamp: h.d.Now().UnixMilli(),
 		Status:    http.StatusInternalServerError,
@@ -175,4 +183,79 @@ type apiErrorBody struct {
 	Path    string `json:"path"`
 	// LeafCode is Leaf's result code (-1, -2, -3) for failed ID requests.
 	LeafCode int64 `json:"leafCode,omitempty"`
+}
+
+// idError answers a failed JSON-API ID request with an honest status: 404
+// for an unknown tag, 503 with Retry-After for everything that passes (no
+// segment ready, clock behind), with Leaf's code alongside.
+func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64, notFound bool, err error) {
+	status, code := http.StatusServiceUnavailable, "not_ready"
+	switch {
+	case notFound:
+		status, code = http.StatusNotFound, "tag_not_found"
+	case leafCode == -1:
+		code = "not_initialized"
+	}
+	if status == http.StatusServiceUnavailable {
+		retry := time.Second
+		var cb *snowflake.ClockBackwardsError
+		if errors.As(err, &cb) && cb.Behind > retry {
+			retry = cb.Behind
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
+	}
+	if status >= 500 {
+		h.logIDFailure(r.Context(), "batch request failed", err, slog.String("path", r.URL.Path),
+			slog.Int64("leaf_code", leafCode), slog.String("request_id", requestID(r)))
+	}
+	writeJSON(w, status, apiErrorBody{Status: status, Code: code, Message: err.Error(), Path: r.URL.Path, LeafCode: leafCode})
+}
+
+// storeError maps store errors of admin calls to statuses.
+func (h *handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, store.ErrTagNotFound):
+		h.apiError(w, r, http.StatusNotFound, "tag_not_found", err.Error())
+	case errors.Is(err, store.ErrTagExists):
+		h.apiError(w, r, http.StatusConflict, "tag_exists", err.Error())
+	case errors.Is(err, store.ErrBadStep), errors.Is(err, store.ErrBadRow), errors.Is(err, store.ErrOverflow):
+		h.apiError(w, r, http.StatusBadRequest, "bad_row", err.Error())
+	default:
+		h.apiError(w, r, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+	}
+}
+
+// badBodyError is an admin request body refused with 400 bad_body; its text
+// says why, in the API's terms.
+type badBodyError string
+
+func (e badBodyError) Error() string { return string(e) }
+
+// bodyError answers a refused admin request body: 413 body_too_large for
+// the *http.MaxBytesError of a body over maxAdminBody, 400 bad_body with
+// the error's text otherwise (a badBodyError from readBody or a handler).
+func (h *handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		h.apiError(w, r, http.StatusRequestEntityTooLarge, "body_too_large",
+			"request body over "+strconv.Itoa(maxAdminBody>>10)+" KiB")
+		return
+	}
+	h.apiError(w, r, http.StatusBadRequest, "bad_body", err.Error())
+}
+
+// leafDecodeError answers a malformed /decodeSnowflakeId?snowflakeId= with
+// Leaf's errorMsg field, but with status 400 where Leaf answers 200.
+func leafDecodeError(w http.ResponseWriter) {
+	writeJSON(w, http.StatusBadRequest, map[string]string{
+		"errorMsg": "snowflake Id反解析失败: snowflakeId must be a non-negative 64-bit decimal integer",
+	})
+}
+
+// dbPageError answers Leaf's /db page when leaf_alloc cannot be read: 503
+// and a page that points to the server log, where err goes.
+func (o *ops) dbPageError(w http.ResponseWriter, err error) {
+	o.h.d.Logger.Warn("db page: read leaf_alloc", "err", err)
+	o.render(w, http.StatusServiceUnavailable, pageData{Title: "Leaf database unavailable",
+		Columns: []string{"error"}, Rows: [][]string{{"reading leaf_alloc failed; see the server log"}}})
 }

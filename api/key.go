@@ -15,11 +15,11 @@ import (
 // biz_tag column is varchar(128).
 const MaxKeyLen = 128
 
-// Errors returned by ParseKey.
+// Errors returned by [ParseKey] and [PathKey].
 var (
 	// ErrKeyEmpty is returned for an empty key.
 	ErrKeyEmpty = errors.New("api: key is empty")
-	// ErrKeyTooLong is returned for a key over MaxKeyLen characters.
+	// ErrKeyTooLong is returned for a key over [MaxKeyLen] characters.
 	ErrKeyTooLong = errors.New("api: key is longer than 128 characters")
 	// ErrKeyInvalid is returned for a key that is not valid UTF-8, contains a
 	// control character, or has a broken %-escape.
@@ -27,10 +27,11 @@ var (
 )
 
 // PathKey returns the biz_tag in the URL parameter name of r, decoded exactly
-// once and checked by ParseKey. chi hands over the escaped segment when the
+// once and checked by [ParseKey]. chi hands over the escaped segment when the
 // request's path needed r.URL.RawPath (e.g. it holds %2F) and the decoded one
 // otherwise; decoding the latter again would let "/get/%2541" (tag "%41")
-// reach tag "A".
+// reach tag "A". Errors: those of [ParseKey]; [ErrKeyInvalid] for a broken
+// %-escape.
 func PathKey(r *http.Request, name string) (string, error) {
 	raw := chi.URLParam(r, name)
 	if r.URL.RawPath != "" {
@@ -44,9 +45,9 @@ func PathKey(r *http.Request, name string) (string, error) {
 
 // ParseKey checks a decoded biz_tag. The key is taken whole: unlike Leaf's
 // Spring server, which drops everything after the last dot, "a.b" stays
-// "a.b", and "%41" stays "%41". A valid key has 1 to MaxKeyLen characters of
-// valid UTF-8 without control characters. Errors: ErrKeyEmpty,
-// ErrKeyTooLong, ErrKeyInvalid.
+// "a.b", and "%41" stays "%41". A valid key has 1 to [MaxKeyLen] characters
+// of valid UTF-8 without control characters. Errors: [ErrKeyEmpty],
+// [ErrKeyTooLong], [ErrKeyInvalid].
 func ParseKey(key string) (string, error) {
 	if key == "" {
 		return "", ErrKeyEmpty

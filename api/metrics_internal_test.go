@@ -2,46 +2,13 @@ package api
 
 import (
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/leaf-go/leaf/segment"
 )
-
-func TestLeafCode(t *testing.T) {
-	tests := []struct {
-		give   string
-		want   int64
-		wantOK bool
-	}{
-		{`{"timestamp":1,"status":500,"message":"Result{id=-2, status=EXCEPTION}","path":"/x"}`, -2, true},
-		{`"message":"Result{id=-1, status=EXCEPTION}"`, -1, true},
-		{`"message":"Result{id=-3, status=EXCEPTION}"`, -3, true},
-		{`"message":"Result{id=-4, status=EXCEPTION}"`, 0, false},
-		{`"message":"Result{id=7, status=SUCCESS}"`, 0, false},
-		{`"message":"Result{id=-2"`, 0, false},
-		{`"message":"Result{id=x, status=EXCEPTION}"`, 0, false},
-		{`panic: runtime error`, 0, false},
-		{``, 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := leafCode([]byte(tt.give))
-		if got != tt.want || ok != tt.wantOK {
-			t.Errorf("leafCode(%q) = %d, %v, want %d, %v", tt.give, got, ok, tt.want, tt.wantOK)
-		}
-	}
-}
-
-func FuzzLeafCode(f *testing.F) {
-	for _, s := range []string{`Result{id=-2, status=EXCEPTION}`, `Result{id=-9999999999999999999,`, `Result{id=`, ``} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if c, ok := leafCode(b); ok && (c < -3 || c > -1) {
-			t.Errorf("leafCode(%q) = %d, true, want a code in -3..-1", b, c)
-		}
-	})
-}
 
 func TestTagHistoryRate(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
@@ -91,4 +58,32 @@ func equalInts(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+// wrapped is a middleware's writer that wraps another and unwraps to it.
+type wrapped struct{ http.ResponseWriter }
+
+func (w wrapped) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func TestRecordLeafCodeReachesStatusWriter(t *testing.T) {
+	tests := []struct {
+		name string
+		give func(sw *statusWriter) http.ResponseWriter
+	}{
+		{"the metrics writer itself", func(sw *statusWriter) http.ResponseWriter { return sw }},
+		{"wrapped once", func(sw *statusWriter) http.ResponseWriter { return wrapped{sw} }},
+		{"wrapped twice", func(sw *statusWriter) http.ResponseWriter { return wrapped{wrapped{sw}} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sw := &statusWriter{ResponseWriter: httptest.NewRecorder()}
+			recordLeafCode(tt.give(sw), -2)
+			if sw.leafCode != -2 {
+				t.Errorf("recordLeafCode(w, -2): statusWriter.leafCode = %d, want -2", sw.leafCode)
+			}
+		})
+	}
+	// Without the middleware there is nothing to record on.
+	recordLeafCode(httptest.NewRecorder(), -2)
+	recordLeafCode(wrapped{httptest.NewRecorder()}, -2)
 }

@@ -274,9 +274,13 @@ func TestMetricsHTTPLabels(t *testing.T) {
 }
 
 // promtoolCheck runs `promtool check metrics` on an exposition. Without
-// promtool the test is skipped, or fails under CI=true.
+// promtool the test is skipped, or fails under CI=true. In -short mode the
+// test is skipped.
 func promtoolCheck(t *testing.T, exposition string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("skipped in -short mode: needs promtool")
+	}
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("CI") == "true" {

@@ -27,16 +27,13 @@ var dashboardFiles embed.FS
 // /cache and /db pages and the dashboard.
 type ops struct {
 	h          *handler
-	metrics    *httpMetrics // nil without Deps.Registerer
-	tracker    *tracker     // nil when segment mode is off
+	tracker    *tracker // nil when segment mode is off
 	gatherer   prometheus.Gatherer
 	runwayWarn time.Duration
 }
 
-// newOps builds the operator routes' state and registers the collectors on
-// h.d.Registerer. It panics when the registerer refuses them, as
-// prometheus.MustRegister does: that is a wiring mistake, such as two
-// handlers on one registry.
+// newOps builds the operator routes' state. The collectors are registered
+// apart, by registerMetrics (metrics.go).
 func newOps(h *handler) *ops {
 	o := &ops{h: h, runwayWarn: h.d.RunwayWarn}
 	if o.runwayWarn <= 0 {
@@ -45,30 +42,11 @@ func newOps(h *handler) *ops {
 	if h.d.Segment != nil {
 		o.tracker = newTracker(h.d.Segment, h.d.Now)
 	}
-	reg := h.d.Registerer
-	if reg == nil {
-		return o
-	}
-	o.gatherer = h.d.Gatherer
-	if o.gatherer == nil {
-		o.gatherer, _ = reg.(prometheus.Gatherer)
-	}
-	o.metrics = newHTTPMetrics()
-	reg.MustRegister(o.metrics.collectors()...)
-	if o.tracker != nil {
-		o.metrics.segErrs = newTagErrors(o.tracker.isServed)
-		reg.MustRegister(newSegmentCollector(o.tracker, o.metrics.segErrs, h.d.LoadMetrics))
-	}
-	if h.d.Snowflake != nil {
-		source := "unknown"
-		var heartbeat func() time.Time
-		if src := h.d.SnowflakeSource; src != nil {
-			if name := src.Name(); name != "" {
-				source = name
-			}
-			heartbeat = src.LastHeartbeat
+	if reg := h.d.Registerer; reg != nil {
+		o.gatherer = h.d.Gatherer
+		if o.gatherer == nil {
+			o.gatherer, _ = reg.(prometheus.Gatherer)
 		}
-		reg.MustRegister(newSnowflakeCollector(h.d.Snowflake, source, h.d.Now, heartbeat))
 	}
 	return o
 }
@@ -165,9 +143,7 @@ func (o *ops) dbPage(w http.ResponseWriter, r *http.Request) {
 	}
 	rows, err := o.h.d.Store.Rows(r.Context())
 	if err != nil {
-		o.h.d.Logger.Warn("db page: read leaf_alloc", "err", err)
-		o.render(w, http.StatusServiceUnavailable, pageData{Title: "Leaf database unavailable",
-			Columns: []string{"error"}, Rows: [][]string{{"reading leaf_alloc failed; see the server log"}}})
+		o.dbPageError(w, err)
 		return
 	}
 	d := pageData{Title: "Leaf database", Columns: []string{"tag", "max", "step", "update"}}

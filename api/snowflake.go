@@ -1,7 +1,6 @@
 package api
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,24 +9,6 @@ import (
 
 	"github.com/leaf-go/leaf/snowflake"
 )
-
-// snowflakeGet is Leaf's snowflake endpoint: the key is validated and
-// otherwise ignored, as in Leaf.
-func (h *handler) snowflakeGet(w http.ResponseWriter, r *http.Request) {
-	if _, ok := h.key(w, r); !ok {
-		return
-	}
-	if h.d.Snowflake == nil {
-		h.disabled(w, r, "snowflake", snowflakeHow)
-		return
-	}
-	id, err := h.d.Snowflake.Next(r.Context())
-	if err != nil {
-		h.leafError(w, r, snowflake.Code(err), err)
-		return
-	}
-	writeID(w, id)
-}
 
 const snowflakeHow = "start leaf-server with --snowflake (LEAF_SNOWFLAKE=true) and a --worker-id-source (static, zookeeper or sql)"
 
@@ -47,9 +28,7 @@ func (h *handler) layout() snowflake.Layout {
 func (h *handler) decodeSnowflakeID(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.URL.Query().Get("snowflakeId"), 10, 64)
 	if err != nil || id < 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]string{
-			"errorMsg": "snowflake Id反解析失败: snowflakeId must be a non-negative 64-bit decimal integer",
-		})
+		leafDecodeError(w)
 		return
 	}
 	p := h.layout().Decompose(id)
@@ -170,22 +149,4 @@ func (h *handler) sourceName() string {
 		return ""
 	}
 	return h.d.SnowflakeSource.Name()
-}
-
-// snowflakeReady is the snowflake check of /readyz: nil when the worker ID
-// source still backs IDs (Source.Ready) and the clock has passed the
-// high-water mark the generator loaded at start. After a restart that mark
-// may lie ahead of the clock (it is stored ahead of the IDs issued): until
-// the clock passes it every snowflake request is refused, so the server is
-// not ready.
-func (h *handler) snowflakeReady() error {
-	if src := h.d.SnowflakeSource; src != nil {
-		if err := src.Ready(); err != nil {
-			return err
-		}
-	}
-	if behind := h.d.Snowflake.Stats().Floor.Sub(h.d.Now()); behind > 0 {
-		return fmt.Errorf("clock behind the persisted high-water mark by %v: no snowflake IDs until it passes", behind.Round(time.Millisecond))
-	}
-	return nil
 }

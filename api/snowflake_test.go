@@ -54,7 +54,8 @@ type idView struct {
 	} `json:"bits"`
 }
 
-// TestSnowflakeEncodeDecodeSpecExamples checks SPEC §6 over HTTP.
+// TestSnowflakeEncodeDecodeSpecExamples checks the worked examples of
+// docs/contract.md §6 over HTTP.
 func TestSnowflakeEncodeDecodeSpecExamples(t *testing.T) {
 	srv := httptest.NewServer(api.NewHandler(api.Deps{})) // decoding needs no generator
 	defer srv.Close()

@@ -63,8 +63,6 @@ func startServer(t testing.TB, dir string, args ...string) *proc {
 	}
 }
 
-func (p *proc) logs() string { return p.Logs() }
-
 // kill9 kills the process with SIGKILL and waits until it is gone.
 func (p *proc) kill9() { p.Kill9() }
 

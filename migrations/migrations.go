@@ -195,8 +195,10 @@ func mysqlLock(ctx context.Context, db *sql.DB) (func(), error) {
 	}
 	return func() {
 		// Closing the session would release the lock too; release it
-		// explicitly so that a pooled connection never keeps it.
-		conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", mysqlLockName)
+		// explicitly so that a pooled connection never keeps it. It fails
+		// only on a broken session, which database/sql discards instead of
+		// pooling, and the server releases a lock when its session ends.
+		_, _ = conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", mysqlLockName)
 		conn.Close()
 	}, nil
 }

@@ -262,7 +262,7 @@ func (l loaded) printConfig(w io.Writer) {
 		case f.Name == "segment-dsn":
 			v = dsn.Redact(l.DSN())
 		}
-		fmt.Fprintf(w, "%-18s %-45s %s\n", f.Name, v, l.sources[f.Name])
+		_, _ = fmt.Fprintf(w, "%-18s %-45s %s\n", f.Name, v, l.sources[f.Name])
 	})
 }
 

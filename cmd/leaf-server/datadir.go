@@ -22,10 +22,11 @@ var errDataDirInUse = errors.New("data dir in use by another leaf-server")
 // SQLite file of the default DSN, segment mode's high-water marks, the
 // static worker ID's time high-water file, and, with snowflake mode on
 // whatever the worker ID source, the layout record (snowflake-layout.json)
-// that refuses an epoch or layout change that could repeat IDs. A
-// new-user trial ran snowflake only with a ZooKeeper worker ID, restarted
-// with --epoch-ms 12 s later and got 485,376 repeated IDs, because no
-// record was kept. Only a server with both modes off never touches it.
+// that refuses an epoch or layout change that could repeat IDs
+// (docs/contract.md §3.5): every worker ID source needs that record, not
+// only the static one, or a snowflake-only server restarted with a later
+// --epoch-ms repeats IDs. Only a server with both modes off never touches
+// it.
 func (c Config) writesDataDir() bool {
 	return c.SegmentEnabled || c.SnowflakeEnabled
 }
@@ -39,8 +40,8 @@ func (c Config) writesDataDir() bool {
 // FileHighWater replace the whole file). Errors: errDataDirInUse naming the
 // dir and, when LOCK tells it, the holder's PID; or the error of creating or
 // locking LOCK. release
-// drops the lock. On systems without flock (see datadir_other.go) the dir is
-// not locked.
+// drops the lock. On systems without flock (atomicfile.CanLock is false; see
+// internal/atomicfile/lock_other.go) the dir is not locked.
 func lockDataDir(dir string) (release func() error, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -59,7 +60,7 @@ func lockDataDir(dir string) (release func() error, err error) {
 				holder = "process " + strconv.Itoa(pid)
 			}
 		}
-		f.Close()
+		_ = f.Close() // only read for the holder's PID; the lock error says what failed
 		if errors.Is(err, atomicfile.ErrLocked) {
 			abs, aerr := filepath.Abs(dir)
 			if aerr != nil {

@@ -72,7 +72,9 @@ func TestLockDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lockDataDir after release = %v", err)
 	}
-	release()
+	if err := release(); err != nil {
+		t.Errorf("second release = %v", err)
+	}
 }
 
 // TestSecondServerRefused: two real servers started on one --data-dir (the

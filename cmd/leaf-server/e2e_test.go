@@ -495,6 +495,9 @@ func TestCustomLayout(t *testing.T) {
 // TestPortTakenFailsBeforeSideEffects: a taken port stops the start before
 // any migration, demo row or worker ID claim.
 func TestPortTakenFailsBeforeSideEffects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode: runs the leaf-server binary")
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func main() {
 // drain it releases the snowflake worker ID; a failed release is returned
 // too (joined with any other error).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
-	l, err := parseConfig(args, getenv, func(s string) { fmt.Fprint(stderr, s) })
+	l, err := parseConfig(args, getenv, func(s string) { _, _ = fmt.Fprint(stderr, s) })
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	defer ln.Close()
+	// srv.Shutdown closes ln; this Close covers the returns before Serve
+	// and its "already closed" error says nothing.
+	defer func() { _ = ln.Close() }()
 	if cfg.PprofListen != "" {
 		pln, err := net.Listen("tcp", cfg.PprofListen)
 		if err != nil {
@@ -70,7 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		psrv := &http.Server{Handler: pprofHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = psrv.Serve(pln) }()
-		defer psrv.Close()
+		defer func() { _ = psrv.Close() }() // pprof is a debugging aid: nothing to flush
 		log.Info("pprof listening", "addr", pln.Addr().String())
 	}
 
@@ -82,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
-		defer release()
+		defer func() { err = errors.Join(err, release()) }()
 		log.Info("locked data dir", "dir", cfg.DataDir, "pid", os.Getpid())
 	}
 
@@ -101,14 +103,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return fmt.Errorf("open store %s: %w", dsn.Redact(cfg.DSN()), err)
 		}
-		defer st.Close()
+		defer func() { err = errors.Join(err, st.Close()) }()
 	}
 	if cfg.SegmentEnabled {
 		gen, err := startSegment(ctx, cfg, st, log, &deps)
 		if err != nil {
 			return err
 		}
-		defer gen.Close()
+		defer func() { err = errors.Join(err, gen.Close()) }()
 	}
 
 	if cfg.SnowflakeEnabled {
@@ -162,8 +164,8 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 
 // pprofHandler serves net/http/pprof's profiles under /debug/pprof/ (index,
 // profile, symbol, trace and the named profiles such as heap). Not cmdline:
-// the command line can hold --admin-token or a DSN password, which a new-user
-// trial read there.
+// the command line can hold --admin-token or a DSN password, and anyone who
+// reaches the pprof listener could read them there.
 func pprofHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -30,8 +30,6 @@ func (p *proc) logs() string { return p.Logs() }
 
 func (p *proc) kill9() { p.Kill9() }
 
-func (p *proc) url(path string) string { return p.URL(path) }
-
 // get fetches path and returns the status and body.
 func (p *proc) get(ctx context.Context, path string) (int, string, error) {
 	return p.Get(ctx, path)

@@ -31,7 +31,7 @@ var leafctlBin = sync.OnceValue(func() string {
 	return bin
 })
 
-// TestRestoreDrill is SPEC §2's restore safety on real servers: take IDs,
+// TestRestoreDrill is docs/contract.md §2.6's restore safety on real servers: take IDs,
 // dump the leaf_alloc row, take more IDs, restore the dump, restart the
 // server on the same data directory. The tag must answer -3 with a clear log
 // line until it is fenced to the server's high-water mark (through the

@@ -166,7 +166,7 @@ func TestBenchBatchContract(t *testing.T) {
 			ids[i] = strconv.FormatInt(id, 10)
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string][]string{"ids": ids})
+		_ = json.NewEncoder(w).Encode(map[string][]string{"ids": ids})
 	})
 	contract := httptest.NewServer(mux)
 	defer contract.Close()
@@ -209,7 +209,7 @@ func TestBenchDuplicate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var count atomic.Int64
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				fmt.Fprint(w, tt.handler(count.Add(1)))
+				_, _ = fmt.Fprint(w, tt.handler(count.Add(1)))
 			}))
 			defer srv.Close()
 			args := append([]string{"bench", "--server", srv.URL, "--requests", "1000", "--concurrency", "4"}, tt.give...)
@@ -237,10 +237,10 @@ func TestBenchFailures(t *testing.T) {
 			http.Error(w, leafError, http.StatusInternalServerError)
 		}, exitFailure, "500", "all 200 requests failed"},
 		{"Java Leaf disabled mode answers 0", func(w http.ResponseWriter, _ *http.Request) {
-			fmt.Fprint(w, "0")
+			_, _ = fmt.Fprint(w, "0")
 		}, exitFailure, "bad body", "all 200 requests failed"},
 		{"not a number", func(w http.ResponseWriter, _ *http.Request) {
-			fmt.Fprint(w, "<html>")
+			_, _ = fmt.Fprint(w, "<html>")
 		}, exitFailure, "bad body", "all 200 requests failed"},
 	}
 	for _, tt := range tests {
@@ -262,7 +262,7 @@ func TestBenchFailures(t *testing.T) {
 				http.Error(w, leafError, http.StatusInternalServerError)
 				return
 			}
-			fmt.Fprint(w, i)
+			_, _ = fmt.Fprint(w, i)
 		}))
 		defer srv.Close()
 		out := leafctl(t, opts{}, "bench", "--server", srv.URL, "--requests", "100", "--concurrency", "1")
@@ -455,7 +455,7 @@ func TestPercentile(t *testing.T) {
 // is leafctl's overhead per request.
 func BenchmarkWorkerOne(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte("1234567890123"))
+		_, _ = w.Write([]byte("1234567890123"))
 	}))
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}, Timeout: 10 * time.Second}
@@ -482,7 +482,7 @@ func BenchmarkWorkerOne(b *testing.B) {
 				b.Fatal(err)
 			}
 			buf.Reset()
-			buf.ReadFrom(resp.Body)
+			_, _ = buf.ReadFrom(resp.Body)
 			resp.Body.Close()
 		}
 	})

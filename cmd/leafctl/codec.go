@@ -146,7 +146,7 @@ decoded view). The worker is either --worker (0..1023) or Twitter's
 			switch {
 			case f.Changed("worker") && twitter:
 				return usagef("encode: give either --worker or --datacenter and --machine, not both")
-			case twitter && !(f.Changed("datacenter") && f.Changed("machine")):
+			case twitter && (!f.Changed("datacenter") || !f.Changed("machine")):
 				return usagef("encode: --datacenter and --machine go together")
 			case twitter:
 				id, err = l.ComposeTwitter(ms, dc, mc, sq)

@@ -15,7 +15,7 @@ func TestEncode(t *testing.T) {
 		give []string
 		want string
 	}{
-		// SPEC §6.
+		// The worked examples of docs/contract.md §6.
 		{"twitter 1/1", []string{"--timestamp", "1288834975657", "--datacenter", "1", "--machine", "1", "--sequence", "0"}, "4194439168"},
 		{"twitter 7/13", []string{"--timestamp", "1700000000000", "--datacenter", "7", "--machine", "13", "--sequence", "4095"}, "1724551110457221119"},
 		{"worker 237", []string{"--timestamp", "1700000000000", "--worker", "237", "--sequence", "4095"}, "1724551110457221119"},

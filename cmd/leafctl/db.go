@@ -43,7 +43,7 @@ func openStore(ctx context.Context, s string) (tagStore, error) {
 	}
 	ts, ok := st.(tagStore)
 	if !ok {
-		st.Close()
+		_ = st.Close() // the missing method is the error to report
 		return nil, fmt.Errorf("open %s: store %T cannot update or fence tags", dsn.Redact(s), st)
 	}
 	return ts, nil

@@ -32,7 +32,7 @@ func newHealthCmd(e env, g *globals) *cobra.Command {
 			}
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			fmt.Fprintln(e.stdout, strings.TrimSpace(string(body)))
+			fprintf(e.stdout, "%s\n", strings.TrimSpace(string(body)))
 			if resp.StatusCode != http.StatusOK {
 				return fmt.Errorf("GET %s: %s", url, resp.Status)
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os/user"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -137,15 +136,6 @@ func osUser() string {
 // withTimeout bounds the database work of one command by --timeout.
 func (g *globals) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, g.timeout)
-}
-
-// parseInt64 parses a decimal flag or argument value, naming it in the error.
-func parseInt64(name, s string) (int64, error) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, usagef("%s: %q is not a decimal 64-bit integer", name, s)
-	}
-	return n, nil
 }
 
 // fprintf writes to w, ignoring errors: output goes to a terminal or pipe,

@@ -50,7 +50,7 @@ func withStore(cmd *cobra.Command, g *globals, f func(ctx context.Context, st ta
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }() // f's error is the one to report; Close only releases connections
 	return storeHint(f(ctx, st))
 }
 

@@ -30,23 +30,27 @@ func Write(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	// Removing the temporary file is best effort (and a no-op after a
+	// successful rename); RemoveTemps sweeps what a failure leaves. On the
+	// error paths below the first error is the one to report, so the
+	// closing of the abandoned file is not checked.
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if renameOpen {
 		// Rename before Close: the lock lasts until the temporary name is gone.
 		if err := os.Rename(tmp.Name(), path); err != nil {
-			tmp.Close()
+			_ = tmp.Close()
 			return err
 		}
 		if err := tmp.Close(); err != nil {
@@ -64,7 +68,7 @@ func Write(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // opened read-only: Sync reports what matters
 	return d.Sync()
 }
 
@@ -79,14 +83,14 @@ func createLocked(dir, prefix string) (*os.File, error) {
 			return nil, err
 		}
 		if err := lock(tmp, true); err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+			_ = tmp.Close() // empty and abandoned: the lock error is the one to report
+			_ = os.Remove(tmp.Name())
 			return nil, err
 		}
 		if sameFile(tmp, tmp.Name()) {
 			return tmp, nil
 		}
-		tmp.Close() // removed by RemoveTemps before the lock was taken
+		_ = tmp.Close() // empty, and removed by RemoveTemps before the lock was taken
 	}
 	return nil, fmt.Errorf("atomicfile: temporary files in %s keep disappearing", dir)
 }
@@ -156,7 +160,7 @@ func removeUnlocked(name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened read-only, only to take the lock
 	if err := lock(f, false); err != nil {
 		if errors.Is(err, ErrLocked) {
 			return false, nil // a Write is using it

@@ -12,7 +12,9 @@
 // the data directory.
 //
 // When a binary is missing or the server cannot start, the test is skipped
-// with a message naming what is missing, or fails when CI=true.
+// with a message naming what is missing, or fails when CI=true. Under
+// `go test -short` (`make check`) [New] skips without starting anything, even
+// when CI=true.
 package dbproc
 
 import (
@@ -66,9 +68,13 @@ type Server struct {
 }
 
 // New initialises and starts a private server of kind. It is stopped (kill
-// -9) and its directory removed when the test ends.
+// -9) and its directory removed when the test ends. In -short mode it skips
+// the test.
 func New(t testing.TB, kind Kind) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("dbproc: skipped in -short mode: needs a private %s server (PostgreSQL or MariaDB binaries)", kind)
+	}
 	s, err := newServer(t, kind)
 	if err != nil {
 		unavailable(t, kind, err)

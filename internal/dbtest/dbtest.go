@@ -5,7 +5,9 @@
 //
 // The servers come from LEAF_TEST_POSTGRES_DSN and LEAF_TEST_MYSQL_DSN, with
 // local defaults outside CI. When a server cannot be reached the test is
-// skipped with a hint on how to start it, or fails when CI=true.
+// skipped with a hint on how to start it, or fails when CI=true. Under
+// `go test -short` (`make check`) [Postgres] and [MySQL] skip without trying
+// the server, even when CI=true.
 package dbtest
 
 import (
@@ -43,9 +45,11 @@ func SQLite(t testing.TB) string {
 
 // Postgres creates a fresh database on the server of LEAF_TEST_POSTGRES_DSN
 // (a postgres:// URL; default DefaultPostgres) and returns its postgres://
-// DSN. The database is dropped (WITH (FORCE)) in t.Cleanup.
+// DSN. The database is dropped (WITH (FORCE)) in t.Cleanup. It skips the
+// test in -short mode.
 func Postgres(t testing.TB) string {
 	t.Helper()
+	skipShort(t, "PostgreSQL")
 	base := serverDSN(t, "LEAF_TEST_POSTGRES_DSN", DefaultPostgres)
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
@@ -81,9 +85,11 @@ func Postgres(t testing.TB) string {
 
 // MySQL creates a fresh database on the server of LEAF_TEST_MYSQL_DSN (a
 // mysql://user:pass@tcp(host:port)/db DSN; default DefaultMySQL) and returns
-// its mysql:// DSN. The database is dropped in t.Cleanup.
+// its mysql:// DSN. The database is dropped in t.Cleanup. It skips the test
+// in -short mode.
 func MySQL(t testing.TB) string {
 	t.Helper()
+	skipShort(t, "MySQL/MariaDB")
 	base := serverDSN(t, "LEAF_TEST_MYSQL_DSN", DefaultMySQL)
 	cfg, err := mysql.ParseDSN(strings.TrimPrefix(base, "mysql://"))
 	if err != nil {
@@ -141,6 +147,15 @@ func unreachable(t testing.TB, server, env, start string, err error) {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
+}
+
+// skipShort skips t in -short mode, before any connection attempt: the
+// quick loop runs without database servers, in CI too.
+func skipShort(t testing.TB, server string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("dbtest: skipped in -short mode: needs " + server)
+	}
 }
 
 func inCI() bool { return os.Getenv("CI") == "true" }

@@ -2,11 +2,15 @@
 // child process on a loopback port, for end-to-end and fault tests that need
 // a process they can kill -9, restart on the same data directory and put
 // behind a fault proxy.
+//
+// Under `go test -short` (`make check`) [Run] builds nothing and [Start] and
+// [SkipShort] skip the test: the quick loop starts no server process.
 package servertest
 
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -80,8 +84,10 @@ var addrRe = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
 // Start runs bin with o and waits until it listens. The process is killed
 // (SIGKILL) when the test ends, and its log is printed if the test failed.
+// In -short mode it skips the test ([SkipShort]).
 func Start(t testing.TB, bin string, o Options) *Proc {
 	t.Helper()
+	SkipShort(t)
 	p, err := start(bin, o)
 	if p != nil {
 		t.Cleanup(func() {
@@ -204,11 +210,30 @@ func (p *Proc) Do(ctx context.Context, method, path string) (int, string, error)
 	return resp.StatusCode, string(b), err
 }
 
+// SkipShort skips t in -short mode, for a test that runs a server process
+// (or another binary it builds) without going through [Start] first.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("servertest: skipped in -short mode: runs the leaf-server binary")
+	}
+}
+
 // Run is a TestMain body: it builds leaf-server (with -race when Race) into a
 // temporary directory, stores the binary's path in *bin, runs the tests,
 // removes the directory, runs after (when non-nil) with the tests' exit code
-// and exits with the code after returns. A failed build exits 1.
+// and exits with the code after returns. A failed build exits 1. In -short
+// mode it builds nothing and leaves *bin empty: [Start] skips every test
+// that would run it.
 func Run(m *testing.M, bin *string, after func(code int) int) {
+	flag.Parse() // testing.Short needs the flags; m.Run does not parse them again
+	if testing.Short() {
+		code := m.Run()
+		if after != nil {
+			code = after(code)
+		}
+		os.Exit(code)
+	}
 	dir, err := os.MkdirTemp("", "leaf-server-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

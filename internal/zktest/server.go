@@ -43,9 +43,13 @@ var serverJars = []struct {
 
 // StartServer starts a private ZooKeeper and waits until it serves; it is killed when the test
 // ends. When java or the zookeeper jars are missing, or the server does not come up, the test is
-// skipped with what is missing, or fails when CI=true.
+// skipped with what is missing, or fails when CI=true. In -short mode it skips the test without
+// starting anything.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("zktest: skipped in -short mode: needs a private ZooKeeper (java and the zookeeper jars)")
+	}
 	java, err := exec.LookPath("java")
 	if err != nil {
 		unavailable(t, "java not found ("+err.Error()+"); install Debian's zookeeper package (it brings a JRE): apt-get install zookeeper")
@@ -170,7 +174,7 @@ func (s *Server) start() error {
 		return err
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "---- zktest: start %s\n", time.Now().UTC().Format(time.RFC3339Nano))
+	_, _ = fmt.Fprintf(logf, "---- zktest: start %s\n", time.Now().UTC().Format(time.RFC3339Nano)) // a marker line only
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		cmd := exec.Command(s.java, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",

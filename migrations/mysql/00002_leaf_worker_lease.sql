@@ -1,6 +1,7 @@
--- leaf_worker_lease: the `sql` worker ID source (SPEC §3). One row per worker
--- ID, inserted lazily by the store's ClaimWorker for IDs 0..maxWorker (the
--- range comes from the snowflake layout at run time, not from this file).
+-- leaf_worker_lease: the `sql` worker ID source (docs/contract.md §3). One
+-- row per worker ID, inserted lazily by the store's ClaimWorker for IDs
+-- 0..maxWorker (the range comes from the snowflake layout at run time, not
+-- from this file).
 --   generation     bumped by every claim: the fencing token; a renewal or
 --                  release with an older generation changes nothing
 --   expires_at     UTC_TIMESTAMP(3) + TTL; the ID is free once it is before

@@ -240,7 +240,11 @@ func TestNamespaceExhausted(t *testing.T) {
 func TestLeafNameWithDash(t *testing.T) {
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr) + "-with-dashes"
-	t.Cleanup(func() { zktest.DeleteTree(zktest.Conn(t, addr), "/snowflake/"+name) })
+	t.Cleanup(func() {
+		if err := zktest.DeleteTree(zktest.Conn(t, addr), "/snowflake/"+name); err != nil {
+			t.Logf("delete /snowflake/%s: %v", name, err)
+		}
+	})
 	claim(t, options(t, addr, name, "1"))
 	w := claim(t, options(t, addr, name, "port-label-2"))
 	if w.WorkerID() != 1 {

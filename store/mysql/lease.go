@@ -117,7 +117,10 @@ func (s *Store) seedWorkers(ctx context.Context, maxWorker int64) error {
 		return fmt.Errorf("claim worker ID: lock %q still held by another server after %v", seedLockName, seedLockWait)
 	}
 	// Released explicitly so that the pooled connection never keeps it.
-	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(?)", seedLockName)
+	// A failed release leaves the lock on the pooled session until that
+	// session ends; other servers' claims then wait seedLockWait and fail
+	// with "still held", which refuses a claim but never shares a worker ID.
+	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(?)", seedLockName) }()
 	rows, err := conn.QueryContext(ctx, `SELECT worker_id FROM leaf_worker_lease WHERE worker_id BETWEEN 0 AND ?`, maxWorker)
 	if err != nil {
 		return fmt.Errorf("claim worker ID: list rows: %w", err)

@@ -19,8 +19,12 @@ import (
 
 // chromium returns the browser to drive: $LEAF_CHROMIUM, else Debian's
 // chromium on PATH. Without one the test is skipped, or fails under CI=true.
+// In -short mode the test is skipped.
 func chromium(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("skipped in -short mode: needs Chromium")
+	}
 	if p := os.Getenv("LEAF_CHROMIUM"); p != "" {
 		return p
 	}

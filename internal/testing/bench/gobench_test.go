@@ -162,7 +162,7 @@ func snowflakeSection(t *testing.T, rep *report, benchtime string, count int) {
 	pkgs := []string{"github.com/leaf-go/leaf/snowflake", "./snowflake/"}
 	r := goBench(t, testingDir, pkgs, re, benchtime, count)
 	// Next starts each millisecond at a random sequence in [0, 100), so its
-	// cap is 4096 minus the mean start, 49.5 (issue 3).
+	// cap is 4096 minus the mean start, 49.5.
 	const capRandom, capZero = 4096 - 49.5, 4096.0
 	var b strings.Builder
 	fmt.Fprintf(&b, "`go test -bench '%s' -benchtime %s %s` in internal/testing run %d times, median of the runs. "+

@@ -54,7 +54,7 @@ func leafctl(ctx context.Context, server string, args ...string) (loadResult, er
 		return res, fmt.Errorf("leafctl %v: %v (%v)\n%s", args, err, jerr, stderr.String())
 	}
 	var exit *exec.ExitError
-	if err != nil && !(errors.As(err, &exit) && (exit.ExitCode() == 3 || exit.ExitCode() == 1)) {
+	if err != nil && (!errors.As(err, &exit) || (exit.ExitCode() != 3 && exit.ExitCode() != 1)) {
 		return res, fmt.Errorf("leafctl %v: %v\n%s", args, err, stderr.String())
 	}
 	return res, nil

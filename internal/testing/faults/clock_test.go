@@ -53,6 +53,7 @@ func (c *stepClock) set(t testing.TB, off time.Duration) {
 
 func startClocked(t testing.TB, dir string, c *stepClock, args ...string) *servertest.Proc {
 	t.Helper()
+	servertest.SkipShort(t) // before the leaftest build
 	bin, err := clockBin()
 	if err != nil {
 		t.Fatalf("build leaf-server -tags leaftest: %v", err)

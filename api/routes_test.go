@@ -1,0 +1,124 @@
+package api_test
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/internal/dbtest"
+)
+
+// anyMethod stands for every method chi routes: the Leaf routes are
+// registered without one, as Leaf's Spring mappings are.
+const anyMethod = "CONNECT DELETE GET HEAD OPTIONS PATCH POST PUT QUERY TRACE"
+
+// routes is every route leaf-go serves, as chi.Walk reports it over the
+// router NewHandler builds: the methods (space-separated, sorted), the chi
+// pattern, the Deps a route needs to exist and what answers it. A route
+// added or lost fails TestRouteTable until it is written here.
+var routes = []struct {
+	methods string
+	pattern string
+	// needs is "admin" for a route that exists only with Deps.AdminToken
+	// and Deps.Store, "metrics" for one that needs Deps.Registerer, "" for
+	// the others. A disabled mode keeps its routes: they answer 503.
+	needs string
+	what  string
+}{
+	// Leaf's compatible routes (leaf.go, snowflake.go): no request ID
+	// middleware; OPTIONS and TRACE are answered without taking an ID.
+	{anyMethod, "/api/segment/get/{key}", "", "Leaf's segment ID, text/plain; 500 with Leaf's body on failure"},
+	{anyMethod, "/api/segment/get/{key}/", "", "the same: Spring's trailing-slash match"},
+	{anyMethod, "/api/segment/get/", "", "400: empty key"},
+	{anyMethod, "/api/snowflake/get/{key}", "", "Leaf's snowflake ID; the key is checked, then ignored"},
+	{anyMethod, "/api/snowflake/get/{key}/", "", "the same: Spring's trailing-slash match"},
+	{anyMethod, "/api/snowflake/get/", "", "400: empty key"},
+	{anyMethod, "/decodeSnowflakeId", "", "Leaf's decode page, ?snowflakeId="},
+
+	// JSON API (batch.go, snowflake.go, state.go).
+	{"GET", "/api/v1/segment/{tag}", "", "segment batch, ?count="},
+	{"GET", "/api/v1/segment/buffers", "", "every segment buffer with rate and runway"},
+	{"GET", "/api/v1/snowflake", "", "snowflake batch, ?count="},
+	{"GET", "/api/v1/snowflake/decode/{id}", "", "an ID's parts"},
+	{"GET", "/api/v1/snowflake/encode", "", "an ID from its parts"},
+	{"GET", "/api/v1/snowflake/status", "", "worker ID, source, high-water mark"},
+
+	// Admin API (admin.go), behind the bearer token.
+	{"GET POST", "/api/v1/admin/tags", "admin", "list, create"},
+	{"DELETE PATCH PUT", "/api/v1/admin/tags/{tag}", "admin", "update (PUT and PATCH alike), delete"},
+	{"POST", "/api/v1/admin/tags/{tag}/fence", "admin", "raise max_id to at least min"},
+
+	// Operators (pages.go, health.go).
+	{"GET", "/metrics", "metrics", "Prometheus exposition of Deps.Gatherer"},
+	{"GET", "/cache", "", "Leaf's /cache page"},
+	{"GET", "/db", "", "Leaf's /db page"},
+	{"GET", "/", "", "the dashboard"},
+	{"GET", "/dashboard/*", "", "the dashboard's static files"},
+	{"GET HEAD", "/healthz", "", "liveness"},
+	{"GET HEAD", "/readyz", "", "readiness of every enabled mode"},
+}
+
+// walk returns the methods of each pattern of the router h, as routes
+// writes them.
+func walk(t *testing.T, h http.Handler) map[string]string {
+	t.Helper()
+	r, ok := h.(chi.Routes)
+	if !ok {
+		t.Fatalf("NewHandler returned %T, want a chi.Routes", h)
+	}
+	methods := map[string][]string{}
+	err := chi.Walk(r, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		methods[pattern] = append(methods[pattern], method)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("chi.Walk: %v", err)
+	}
+	got := map[string]string{}
+	for p, m := range methods {
+		slices.Sort(m)
+		got[p] = strings.Join(m, " ")
+	}
+	return got
+}
+
+func TestRouteTable(t *testing.T) {
+	st := openStore(t, dbtest.SQLite(t))
+	tests := []struct {
+		name string
+		give api.Deps
+		// has reports whether a route with that needs is served.
+		has func(needs string) bool
+	}{
+		{"everything", api.Deps{Store: st, AdminToken: "t", Registerer: prometheus.NewRegistry()},
+			func(string) bool { return true }},
+		{"no admin token, no registerer", api.Deps{Store: st},
+			func(needs string) bool { return needs == "" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := walk(t, api.NewHandler(tt.give))
+			want := map[string]string{}
+			for _, r := range routes {
+				if tt.has(r.needs) {
+					want[r.pattern] = r.methods
+				}
+			}
+			for p, m := range want {
+				if got[p] != m {
+					t.Errorf("route %s: methods %q, want %q", p, got[p], m)
+				}
+			}
+			for p, m := range got {
+				if _, ok := want[p]; !ok {
+					t.Errorf("route %s (%s) served but not in the route table", p, m)
+				}
+			}
+		})
+	}
+}
