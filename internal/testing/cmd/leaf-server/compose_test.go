@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/leaf-go/leaf/internal/servertest"
 )
 
 // composeFile is the part of docker-compose.yml the test checks.
@@ -30,8 +32,10 @@ type composeFile struct {
 
 // TestComposeFile parses docker-compose.yml (no container engine runs here)
 // and checks its wiring: every service has a health check, leaf-server waits
-// for healthy dependencies, and every LEAF_* variable is a real setting.
+// for healthy dependencies, and every LEAF_* variable is a real setting
+// (asked of the leaf-server binary, so the test skips under -short).
 func TestComposeFile(t *testing.T) {
+	servertest.SkipShort(t)
 	raw, err := os.ReadFile("../../../../docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)
