@@ -354,13 +354,17 @@ func scanRow(sc sqlstore.Scanner) (store.Row, error) {
 }
 
 // MaxID reads the max_id of tag without changing it (segment's restore
-// check before an allocation). Errors: [store.ErrTagNotFound].
+// check before an allocation). The read is re-run on the errors Allocate
+// retries (a Galera node that left the primary component answers it with
+// 1047). Errors: [store.ErrTagNotFound].
 func (s *Store) MaxID(ctx context.Context, tag string) (int64, error) {
 	var (
 		v      int64
 		rowTag string
 	)
-	err := s.db.QueryRowContext(ctx, `SELECT biz_tag, max_id FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&rowTag, &v)
+	err := s.inTx(ctx, func(c *sql.Conn) error {
+		return c.QueryRowContext(ctx, `SELECT biz_tag, max_id FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&rowTag, &v)
+	})
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && rowTag != tag) { // exact names only, as Allocate
 		return 0, fmt.Errorf("max_id %q: %w", tag, store.ErrTagNotFound)
 	}
