@@ -79,7 +79,7 @@ func TestGalera(t *testing.T) {
 			r.Scenario = "11 Galera: many servers, 3 nodes (multi-master)"
 			r.Size = fmt.Sprintf("3 servers on 3 nodes, step %d, 3 clients per server, %v", step, run)
 			r.Recovery = "n/a"
-			r.Note = fmt.Sprintf("%d committed segments; %d certification conflicts retried (%.0f per 10^6 IDs); "+
+			r.Note = fmt.Sprintf("%d committed segments; %d Galera conflicts (certification failures and brute-force aborts, each a transaction the store re-ran: %.0f per 10^6 IDs); "+
 				"baseline 3 servers on one MariaDB: %d IDs (Galera/MariaDB = %.2f)",
 				len(d.ranges(t, tag)), after-before, perM, rb.IDs, float64(r.IDs)/float64(max(rb.IDs, 1)))
 			r.Cmd = "go test -race -count=1 -run '^TestGalera$/^many-servers$' ./faults/"
