@@ -26,6 +26,10 @@ import (
 // erDupEntry is MySQL's error number for a duplicate key (ER_DUP_ENTRY).
 const erDupEntry = 1062
 
+// multiHostDialTimeout is the connect timeout per host of a multi-host DSN
+// that sets none (go-sql-driver's timeout parameter).
+const multiHostDialTimeout = 3 * time.Second
+
 // connMaxLifetime recycles connections before a server or proxy idle timeout
 // (wait_timeout, often 8 h; load balancers less) closes them under us.
 const connMaxLifetime = 3 * time.Minute
@@ -52,10 +56,11 @@ var _ store.Store = (*Store)(nil)
 // tcp(h1:3306,h2:3306,h3:3306): each new connection goes to the first one,
 // in that order, that answers and is writable (see [ErrNodeRefused]), so a
 // server moves on when a node of a Galera cluster dies or leaves the primary
-// component (docs/contract.md §8). It forces parseTime=true and clientFoundRows=true (so that an
-// UPDATE that matches a row counts it even when nothing changed) and, unless
-// the DSN sets time_zone, runs sessions in UTC so that update_time reads back
-// correctly. It checks that the server answers and, when migrate is true,
+// component (docs/contract.md §8); each host then gets 3 s to accept a
+// connection unless the DSN sets timeout. It forces parseTime=true and
+// clientFoundRows=true (so that an UPDATE that matches a row counts it even
+// when nothing changed) and, unless the DSN sets time_zone, runs sessions in
+// UTC so that update_time reads back correctly. It checks that the server answers and, when migrate is true,
 // applies the embedded migrations, which adopt an existing Leaf table
 // unchanged. Errors: a malformed dsn, an unreachable server, or a failed
 // migration; [ErrNodeRefused] when every host is read-only or not in a
@@ -87,6 +92,11 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 			cfg.Params = map[string]string{}
 		}
 		cfg.Params["time_zone"] = "'+00:00'"
+	}
+	if len(addrs) > 1 && cfg.Timeout == 0 {
+		// A host that drops packets must not hold up the next one for the
+		// operating system's connect timeout (minutes).
+		cfg.Timeout = multiHostDialTimeout
 	}
 	conn, err := connector(cfg, addrs)
 	if err != nil {

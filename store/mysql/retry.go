@@ -73,10 +73,13 @@ const numCauses = len(retryCodes) + 1
 const maxConflictWait = 10 * time.Second
 
 // retryCause classifies err: the index into Store.retries of its cause, or
-// -1 when err must not be retried. A lost connection (the server died or
-// restarted) is a cause only when multiHost: with one host the next attempt
-// would meet the same server, and failing fast leaves the decision to the
-// caller's backoff.
+// -1 when err must not be retried. A lost connection is a cause when the
+// driver says nothing was sent on it (driver.ErrBadConn, which database/sql
+// itself retries), and any lost connection or failed dial when multiHost:
+// with one host the next attempt would meet the same dead server, and
+// failing fast leaves the decision to the caller's backoff. A connection
+// lost during COMMIT leaves its outcome unknown; re-running can then only
+// leave the first range unused, never hand one out twice.
 func retryCause(err error, multiHost bool) int {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
@@ -87,7 +90,7 @@ func retryCause(err error, multiHost bool) int {
 		}
 		return -1
 	}
-	if multiHost && lostConn(err) {
+	if errors.Is(err, driver.ErrBadConn) || (multiHost && lostConn(err)) {
 		return len(retryCodes)
 	}
 	return -1
@@ -97,8 +100,7 @@ func retryCause(err error, multiHost bool) int {
 // or could not be made.
 func lostConn(err error) bool {
 	var ne net.Error
-	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) ||
-		errors.Is(err, errNoHost) || errors.As(err, &ne)
+	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, errNoHost) || errors.As(err, &ne)
 }
 
 // conflictBackoff is the pause before the n-th retry: 1, 2, 4 … ms, at most
@@ -129,17 +131,18 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Conn) error) error {
 	giveUp := time.Now().Add(maxConflictWait)
 	for n := 1; ; n++ {
+		cause := -1
 		conn, err := s.db.Conn(ctx)
 		if err == nil {
 			err = fn(conn)
-			cause := retryCause(err, s.multiHost)
-			if cause >= 0 && (cause == len(retryCodes) || retryCodes[cause] == erWsrepNotReady) {
+			if cause = retryCause(err, s.multiHost); cause == len(retryCodes) || (cause >= 0 && retryCodes[cause] == erWsrepNotReady) {
 				// Raw returning ErrBadConn makes database/sql close it.
 				conn.Raw(func(any) error { return driver.ErrBadConn })
 			}
 			conn.Close()
+		} else {
+			cause = retryCause(err, s.multiHost)
 		}
-		cause := retryCause(err, s.multiHost)
 		if cause < 0 || !time.Now().Before(giveUp) {
 			return err
 		}
@@ -154,8 +157,8 @@ func (s *Store) inTx(ctx context.Context, fn func(*sql.Conn) error) error {
 // cause, since Open: the keys are the MySQL/MariaDB/TiDB error numbers
 // "1047" (Galera node not ready), "1205" (lock wait timeout), "1213"
 // (deadlock, Galera certification conflict), "8002", "8005", "8022", "8028",
-// "9007" (TiDB conflicts), and "conn" (a lost connection with a multi-host
-// DSN). Every key is present, zero or not. Safe for concurrent use.
+// "9007" (TiDB conflicts), and "conn" (a lost connection: see
+// retryCause). Every key is present, zero or not. Safe for concurrent use.
 func (s *Store) RetryStats() map[string]uint64 {
 	m := make(map[string]uint64, numCauses)
 	for i, c := range retryCodes {

@@ -37,6 +37,8 @@ func TestRetryCause(t *testing.T) {
 		{"invalid conn, one host", mysql.ErrInvalidConn, false, ""},
 		{"invalid conn, several hosts", mysql.ErrInvalidConn, true, "conn"},
 		{"bad conn, several hosts", driver.ErrBadConn, true, "conn"},
+		{"bad conn, one host", driver.ErrBadConn, false, "conn"},
+		{"net error, one host", &net.OpError{Op: "dial", Err: errors.New("refused")}, false, ""},
 		{"net error, several hosts", &net.OpError{Op: "dial", Err: errors.New("refused")}, true, "conn"},
 		{"no host", fmt.Errorf("%w: x", errNoHost), true, "conn"},
 		{"eof", io.EOF, true, ""},
