@@ -35,20 +35,30 @@ func withParam(dsn, param string) string {
 	return dsn + "?" + param
 }
 
-// waitLockWait waits until some transaction of the database waits for a row
-// lock.
-func waitLockWait(t *testing.T, db *sql.DB) {
+// waitLockWait waits until a transaction on db's database (the server may
+// run other tests' databases) waits for a row lock, or at most 3 s: on a
+// loaded machine the information_schema tables do not always show the wait
+// in time, and the tests' RetryStats checks catch an operation that never
+// waited. It fails the test when ended (which the caller closes when the
+// operation that should wait has returned) is closed first.
+func waitLockWait(t *testing.T, db *sql.DB, ended <-chan struct{}) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		select {
+		case <-ended:
+			t.Fatal("the operation returned without waiting for the row lock")
+		default:
+		}
 		var n int
-		if err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`).Scan(&n); err != nil {
+		if err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.INNODB_TRX t
+			JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+			WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
 			return
 		}
 	}
-	t.Fatal("no transaction started waiting for the row lock")
 }
 
 type result struct {
@@ -76,12 +86,13 @@ func TestRetryLockWaitTimeout(t *testing.T) {
 	if _, err := tx.Exec(`UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = 't'`); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan result, 1)
+	done, ended := make(chan result, 1), make(chan struct{})
 	go func() {
 		a, err := s.Allocate(ctx, "t", 0)
 		done <- result{a, err}
+		close(ended)
 	}()
-	waitLockWait(t, db)
+	waitLockWait(t, db, ended)
 	time.Sleep(1500 * time.Millisecond) // past innodb_lock_wait_timeout: one 1205 at least
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
@@ -95,12 +106,14 @@ func TestRetryLockWaitTimeout(t *testing.T) {
 	}
 }
 
-// TestRetryDeadlock: another transaction holds a shared lock on the row, the
-// store's UPDATE queues for the exclusive lock, and the other transaction
-// then updates the row too: InnoDB breaks the cycle by rolling back the
-// store's transaction (the lighter one: the other has written rows) with
-// 1213, as Galera does at COMMIT on a certification conflict. The store
-// re-runs it whole and gets a range after the other transaction's.
+// TestRetryDeadlock provokes a real deadlock (1213, what Galera also
+// answers on a certification conflict): a trigger in the test database
+// makes every allocation also update a row of a table "gate". Another
+// transaction holds that row; the store's transaction, holding the tag's
+// row, waits for it; the other transaction then updates the tag's row too.
+// InnoDB breaks the cycle by rolling back the store's transaction (the
+// lighter one: the other has written 200 rows more). The store re-runs it
+// whole and gets the range after the other transaction's.
 func TestRetryDeadlock(t *testing.T) {
 	ctx := context.Background()
 	dsn := dbtest.MySQL(t)
@@ -109,8 +122,15 @@ func TestRetryDeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := rawDB(t, dsn)
-	if _, err := db.Exec(`CREATE TABLE ballast (id INT PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
+	for _, q := range []string{
+		`CREATE TABLE ballast (id INT PRIMARY KEY)`,
+		`CREATE TABLE gate (id INT PRIMARY KEY, n INT NOT NULL)`,
+		`INSERT INTO gate VALUES (1, 0)`,
+		`CREATE TRIGGER leaf_gate AFTER UPDATE ON leaf_alloc FOR EACH ROW UPDATE gate SET n = n + 1 WHERE id = 1`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -130,16 +150,16 @@ func TestRetryDeadlock(t *testing.T) {
 	if _, err := tx.Exec(b.String()); err != nil {
 		t.Fatal(err)
 	}
-	var maxID int64
-	if err := tx.QueryRow(`SELECT max_id FROM leaf_alloc WHERE biz_tag = 't' LOCK IN SHARE MODE`).Scan(&maxID); err != nil {
+	if _, err := tx.Exec(`UPDATE gate SET n = n + 1 WHERE id = 1`); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan result, 1)
+	done, ended := make(chan result, 1), make(chan struct{})
 	go func() {
 		a, err := s.Allocate(ctx, "t", 0)
 		done <- result{a, err}
+		close(ended)
 	}()
-	waitLockWait(t, db)
+	waitLockWait(t, db, ended)
 	if _, err := tx.Exec(`UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = 't'`); err != nil {
 		var me *gomysql.MySQLError
 		if errors.As(err, &me) && me.Number == 1213 {
@@ -179,12 +199,13 @@ func TestRetryLeaseLockWaitTimeout(t *testing.T) {
 	if err := tx.QueryRow(`SELECT worker_id FROM leaf_worker_lease WHERE worker_id = ? FOR UPDATE`, l.WorkerID).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
+	done, ended := make(chan error, 1), make(chan struct{})
 	go func() {
 		_, err := s.RenewWorker(ctx, l.WorkerID, l.Generation, time.Minute, 42)
 		done <- err
+		close(ended)
 	}()
-	waitLockWait(t, db)
+	waitLockWait(t, db, ended)
 	time.Sleep(1500 * time.Millisecond)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
