@@ -104,6 +104,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("open store %s: %w", dsn.Redact(cfg.DSN()), err)
 		}
 		defer func() { err = errors.Join(err, st.Close()) }()
+		logEngine(ctx, st, log)
 	}
 	if cfg.SegmentEnabled {
 		gen, err := startSegment(ctx, cfg, st, log, &deps)

@@ -7,6 +7,14 @@
 //	postgres://user:pass@host:5432/db?sslmode=disable   PostgreSQL (also postgresql://), pgx's URL form
 //	mysql://user:pass@tcp(host:3306)/db?param=value      MySQL/MariaDB: go-sql-driver's DSN after mysql://
 //
+// Several hosts (docs/contract.md §8): a MySQL DSN may list them,
+// mysql://user:pass@tcp(h1:3306,h2:3306,h3:3306)/db, and the store connects
+// to the first that answers and is writable (see store/mysql's Open). A
+// PostgreSQL URL takes pgx's own list,
+// postgres://user:pass@h1:5432,h2:5432/db?target_session_attrs=read-write,
+// which tries the hosts in order and keeps the first that accepts writes;
+// Parse passes it through unchanged.
+//
 // Errors name the scheme but never repeat the password; log DSNs through
 // Redact.
 package dsn
@@ -106,7 +114,11 @@ func parseMySQL(rest string) (Config, error) {
 		return Config{}, fmt.Errorf("dsn: mysql: missing // after mysql: (%s)", want)
 	}
 	rest = rest[2:]
-	cfg, err := gomysql.ParseDSN(rest)
+	first, addrs, err := mysql.SplitHosts(rest)
+	if err != nil {
+		return Config{}, fmt.Errorf("dsn: %w (%s)", err, want)
+	}
+	cfg, err := gomysql.ParseDSN(first)
 	if err != nil {
 		// go-sql-driver's messages can quote the text around the password
 		// (for example "default addr for network '<user:pass>' unknown"), so
@@ -117,7 +129,7 @@ func parseMySQL(rest string) (Config, error) {
 		return Config{}, fmt.Errorf("dsn: mysql: no database name (%s)", want)
 	}
 	cfg.ParseTime = true
-	return Config{Dialect: MySQL, DSN: cfg.FormatDSN()}, nil
+	return Config{Dialect: MySQL, DSN: mysql.JoinHosts(cfg.FormatDSN(), addrs)}, nil
 }
 
 // isSchemeName reports whether s is a URL scheme per RFC 3986 §3.1, short

@@ -3,6 +3,8 @@ package dsn_test
 import (
 	"context"
 	"errors"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -33,6 +35,9 @@ var parseTests = []struct {
 	{give: "postgres:leaf", wantErr: "postgres: malformed URL"},
 	{give: "mysql://root:" + secret + "@tcp(127.0.0.1:3306)/leaf", want: dsn.Config{Dialect: dsn.MySQL, DSN: "root:" + secret + "@tcp(127.0.0.1:3306)/leaf?parseTime=true"}},
 	{give: "mysql://root@tcp(db:3306)/leaf?parseTime=true&timeout=5s", want: dsn.Config{Dialect: dsn.MySQL, DSN: "root@tcp(db:3306)/leaf?parseTime=true&timeout=5s"}},
+	{give: "mysql://root:" + secret + "@tcp(h1:3306,h2,h3:3307)/leaf", want: dsn.Config{Dialect: dsn.MySQL, DSN: "root:" + secret + "@tcp(h1:3306,h2:3306,h3:3307)/leaf?parseTime=true"}},
+	{give: "mysql://root:" + secret + "@tcp(h1:3306,,h3:3307)/leaf", wantErr: "empty host"},
+	{give: "postgres://u:" + secret + "@h1:5432,h2:5433/leaf?target_session_attrs=read-write", want: dsn.Config{Dialect: dsn.Postgres, DSN: "postgres://u:" + secret + "@h1:5432,h2:5433/leaf?target_session_attrs=read-write"}},
 	{give: "mysql://root:" + secret + "/leaf", wantErr: "mysql: invalid DSN"},
 	{give: "mysql://root:" + secret + "@tcp(db:3306", wantErr: "mysql: invalid DSN"},
 	{give: "mysql://root:" + secret + "@tcp(db:3306)/", wantErr: "no database name"},
@@ -127,6 +132,18 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+// closedAddr returns a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
 func TestOpen(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
@@ -136,6 +153,27 @@ func TestOpen(t *testing.T) {
 		{"sqlite", func(t *testing.T) string { return dbtest.SQLite(t) }},
 		{"postgres", func(t *testing.T) string { return dbtest.Postgres(t) }},
 		{"mysql", func(t *testing.T) string { return dbtest.MySQL(t) }},
+		// Several hosts, the first a closed port: pgx's multi-host URL with
+		// target_session_attrs, and the MySQL store's tcp(…) list.
+		{"postgres-hosts", func(t *testing.T) string {
+			u, err := url.Parse(dbtest.Postgres(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Host = closedAddr(t) + "," + u.Host
+			q := u.Query()
+			q.Set("target_session_attrs", "read-write")
+			u.RawQuery = q.Encode()
+			return u.String()
+		}},
+		{"mysql-hosts", func(t *testing.T) string {
+			d := dbtest.MySQL(t)
+			i := strings.Index(d, "tcp(")
+			if i < 0 {
+				t.Fatalf("no tcp( in %q", dsn.Redact(d))
+			}
+			return d[:i+4] + closedAddr(t) + "," + d[i+4:]
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

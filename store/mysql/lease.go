@@ -40,7 +40,9 @@ const epoch = `'1970-01-01 00:00:00.000'`
 // 8.0+, MariaDB 10.6+; older servers fall back to a plain FOR UPDATE, which
 // queues concurrent claimers on the row instead of skipping it), bumps its
 // generation and sets its expiry. Missing rows of 0..maxWorker are inserted
-// first, in their own statements, only when some are missing.
+// first, in their own statements, only when some are missing. The claim is
+// re-run whole on the errors Allocate retries, as are RenewWorker and
+// ReleaseWorker.
 func (s *Store) ClaimWorker(ctx context.Context, owner string, maxWorker int64, ttl time.Duration) (store.Lease, error) {
 	if err := store.ValidateClaim(maxWorker, ttl); err != nil {
 		return store.Lease{}, fmt.Errorf("claim worker ID: %w", err)
@@ -48,16 +50,24 @@ func (s *Store) ClaimWorker(ctx context.Context, owner string, maxWorker int64, 
 	if err := s.seedWorkers(ctx, maxWorker); err != nil {
 		return store.Lease{}, err
 	}
-	l, err := s.claim(ctx, owner, maxWorker, ttl, "FOR UPDATE SKIP LOCKED")
+	var l store.Lease
+	claim := func(lock string) error {
+		return s.inTx(ctx, func(c *sql.Conn) (err error) {
+			l, err = s.claim(ctx, c, owner, maxWorker, ttl, lock)
+			return err
+		})
+	}
+	err := claim("FOR UPDATE SKIP LOCKED")
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == erParseError {
-		l, err = s.claim(ctx, owner, maxWorker, ttl, "FOR UPDATE")
+		err = claim("FOR UPDATE")
 	}
 	return l, err
 }
 
-func (s *Store) claim(ctx context.Context, owner string, maxWorker int64, ttl time.Duration, lock string) (store.Lease, error) {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+// claim runs ClaimWorker's transaction on c.
+func (s *Store) claim(ctx context.Context, c *sql.Conn, owner string, maxWorker int64, ttl time.Duration, lock string) (store.Lease, error) {
+	tx, err := c.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return store.Lease{}, fmt.Errorf("claim worker ID: %w", err)
 	}
@@ -175,7 +185,17 @@ func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl
 	if err := store.ValidateRenew(workerID, ttl, highWaterMillis); err != nil {
 		return store.Lease{}, fmt.Errorf("renew worker ID %d: %w", workerID, err)
 	}
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	var l store.Lease
+	err := s.inTx(ctx, func(c *sql.Conn) (err error) {
+		l, err = s.renew(ctx, c, workerID, generation, ttl, highWaterMillis)
+		return err
+	})
+	return l, err
+}
+
+// renew runs RenewWorker's transaction on c.
+func (s *Store) renew(ctx context.Context, c *sql.Conn, workerID, generation int64, ttl time.Duration, highWaterMillis int64) (store.Lease, error) {
+	tx, err := c.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return store.Lease{}, fmt.Errorf("renew worker ID %d: %w", workerID, err)
 	}
@@ -199,10 +219,12 @@ func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl
 
 // ReleaseWorker implements [store.LeaseStore].
 func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation int64) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE leaf_worker_lease
-		SET expires_at = `+epoch+`, updated_at = UTC_TIMESTAMP(3)
-		WHERE worker_id = ? AND generation = ?`, workerID, generation)
-	return lost(res, err, "release", workerID, generation)
+	return s.inTx(ctx, func(c *sql.Conn) error {
+		res, err := c.ExecContext(ctx, `UPDATE leaf_worker_lease
+			SET expires_at = `+epoch+`, updated_at = UTC_TIMESTAMP(3)
+			WHERE worker_id = ? AND generation = ?`, workerID, generation)
+		return lost(res, err, "release", workerID, generation)
+	})
 }
 
 // lost maps a fenced UPDATE that matched no row to [store.ErrLeaseLost]

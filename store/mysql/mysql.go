@@ -9,6 +9,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -25,6 +26,10 @@ import (
 // erDupEntry is MySQL's error number for a duplicate key (ER_DUP_ENTRY).
 const erDupEntry = 1062
 
+// multiHostDialTimeout is the connect timeout per host of a multi-host DSN
+// that sets none (go-sql-driver's timeout parameter).
+const multiHostDialTimeout = 3 * time.Second
+
 // connMaxLifetime recycles connections before a server or proxy idle timeout
 // (wait_timeout, often 8 h; load balancers less) closes them under us.
 const connMaxLifetime = 3 * time.Minute
@@ -33,6 +38,11 @@ const connMaxLifetime = 3 * time.Minute
 // concurrent use.
 type Store struct {
 	db *sql.DB
+	// multiHost records whether the DSN names several hosts (a lost
+	// connection is then retried on the next one).
+	multiHost bool
+	// retries counts re-run transactions per cause (RetryStats).
+	retries retryCounters
 	// interpolate records whether placeholders are filled in client-side
 	// (see Open); for tests.
 	interpolate bool
@@ -42,15 +52,26 @@ var _ store.Store = (*Store)(nil)
 
 // Open connects to the database named by dsn, go-sql-driver/mysql's DSN
 // (user:pass@tcp(host:3306)/db?param=value), optionally prefixed with
-// "mysql://". It forces parseTime=true and clientFoundRows=true (so that an
-// UPDATE that matches a row counts it even when nothing changed) and, unless
-// the DSN sets time_zone, runs sessions in UTC so that update_time reads back
-// correctly. It checks that the server answers and, when migrate is true,
+// "mysql://". The address may list several hosts,
+// tcp(h1:3306,h2:3306,h3:3306): each new connection goes to the first one,
+// in that order, that answers and is writable (see [ErrNodeRefused]), so a
+// server moves on when a node of a Galera cluster dies or leaves the primary
+// component (docs/contract.md §8); each host then gets 3 s to accept a
+// connection unless the DSN sets timeout. It forces parseTime=true and
+// clientFoundRows=true (so that an UPDATE that matches a row counts it even
+// when nothing changed) and, unless the DSN sets time_zone, runs sessions in
+// UTC so that update_time reads back correctly. It checks that the server answers and, when migrate is true,
 // applies the embedded migrations, which adopt an existing Leaf table
 // unchanged. Errors: a malformed dsn, an unreachable server, or a failed
-// migration.
+// migration; [ErrNodeRefused] when every host is read-only or not in a
+// Galera primary component.
 func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
-	cfg, err := mysql.ParseDSN(strings.TrimPrefix(dsn, "mysql://"))
+	dsn = strings.TrimPrefix(dsn, "mysql://")
+	single, addrs, err := SplitHosts(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := mysql.ParseDSN(single)
 	if err != nil {
 		// The driver's message may quote text next to the password.
 		return nil, errors.New("mysql: invalid DSN (want user:pass@tcp(host:3306)/db?param=value)")
@@ -72,7 +93,12 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 		}
 		cfg.Params["time_zone"] = "'+00:00'"
 	}
-	conn, err := mysql.NewConnector(cfg)
+	if len(addrs) > 1 && cfg.Timeout == 0 {
+		// A host that drops packets must not hold up the next one for the
+		// operating system's connect timeout (minutes).
+		cfg.Timeout = multiHostDialTimeout
+	}
+	conn, err := connector(cfg, addrs)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
@@ -80,6 +106,9 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 	db.SetConnMaxLifetime(connMaxLifetime)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
+		if len(addrs) > 1 {
+			return nil, fmt.Errorf("mysql: connect: %w", err)
+		}
 		return nil, fmt.Errorf("mysql: connect %s: %w", cfg.Addr, err)
 	}
 	if migrate {
@@ -88,7 +117,30 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{db: db, interpolate: cfg.InterpolateParams}, nil
+	return &Store{db: db, interpolate: cfg.InterpolateParams, multiHost: len(addrs) > 1}, nil
+}
+
+// connector returns a connector that checks every new connection with
+// checkNode: on cfg's address, or on the first of addrs that accepts.
+func connector(cfg *mysql.Config, addrs []string) (driver.Connector, error) {
+	if len(addrs) < 2 {
+		c, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return nodeConnector{addr: cfg.Addr, Connector: c}, nil
+	}
+	h := &hostConnector{addrs: addrs}
+	for _, a := range addrs {
+		c := cfg.Clone()
+		c.Addr = a
+		conn, err := mysql.NewConnector(c)
+		if err != nil {
+			return nil, err
+		}
+		h.conns = append(h.conns, conn)
+	}
+	return h, nil
 }
 
 // hasParam reports whether the query part of a go-sql-driver DSN sets name.
@@ -116,7 +168,10 @@ const allocateAttempts = 3
 
 // Allocate implements [store.Store] as Leaf does: UPDATE, then SELECT the row,
 // in one transaction. The UPDATE is guarded so that a refused allocation
-// leaves the row unchanged.
+// leaves the row unchanged. A transaction that fails with a deadlock, a lock
+// wait timeout, a Galera certification conflict or a TiDB write conflict is
+// re-run whole (see [Store.RetryStats]), for at most 10 s and while ctx
+// lasts.
 func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
 	// GREATEST keeps the subtraction from overflowing (MySQL error 1690) when
 	// step is negative: MySQL does not promise to evaluate "step > 0" first.
@@ -129,7 +184,14 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 		args = []any{step, tag, step}
 	}
 	for range allocateAttempts {
-		a, refused, err := s.allocate(ctx, tag, step, query, args)
+		var (
+			a       store.Allocation
+			refused func() error
+		)
+		err := s.inTx(ctx, func(c *sql.Conn) (err error) {
+			a, refused, err = s.allocate(ctx, c, tag, step, query, args)
+			return err
+		})
 		if err != nil || refused == nil {
 			return a, err
 		}
@@ -140,11 +202,11 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 	return store.Allocation{}, fmt.Errorf("allocate %q: row changed during %d attempts", tag, allocateAttempts)
 }
 
-// allocate runs one allocation transaction. When the UPDATE matched no row it
-// returns a non-nil refused that classifies the row read in the same
+// allocate runs one allocation transaction on c. When the UPDATE matched no
+// row it returns a non-nil refused that classifies the row read in the same
 // transaction (nil from refused means: retry).
-func (s *Store) allocate(ctx context.Context, tag string, step int64, query string, args []any) (a store.Allocation, refused func() error, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (s *Store) allocate(ctx context.Context, c *sql.Conn, tag string, step int64, query string, args []any) (a store.Allocation, refused func() error, err error) {
+	tx, err := c.BeginTx(ctx, nil)
 	if err != nil {
 		return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w", tag, err)
 	}
@@ -240,13 +302,24 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 // Fence raises the row's max_id to at least minMaxID and never lowers it, so
 // that the next segment starts at or above minMaxID (`leafctl tag fence`,
 // after a restore or failover took the database back in time). It returns the
-// row afterwards; update_time changes only when max_id was raised. Errors:
+// row afterwards; update_time changes only when max_id was raised. It is
+// re-run whole on the errors Allocate retries. Errors:
 // [store.ErrTagNotFound].
 func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error) {
 	if err := store.ValidateMaxID(minMaxID); err != nil {
 		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	var r store.Row
+	err := s.inTx(ctx, func(c *sql.Conn) (err error) {
+		r, err = s.fence(ctx, c, tag, minMaxID)
+		return err
+	})
+	return r, err
+}
+
+// fence runs Fence's transaction on c.
+func (s *Store) fence(ctx context.Context, c *sql.Conn, tag string, minMaxID int64) (store.Row, error) {
+	tx, err := c.BeginTx(ctx, nil)
 	if err != nil {
 		return store.Row{}, fmt.Errorf("fence %q: %w", tag, err)
 	}
@@ -291,13 +364,17 @@ func scanRow(sc sqlstore.Scanner) (store.Row, error) {
 }
 
 // MaxID reads the max_id of tag without changing it (segment's restore
-// check before an allocation). Errors: [store.ErrTagNotFound].
+// check before an allocation). The read is re-run on the errors Allocate
+// retries (a Galera node that left the primary component answers it with
+// 1047). Errors: [store.ErrTagNotFound].
 func (s *Store) MaxID(ctx context.Context, tag string) (int64, error) {
 	var (
 		v      int64
 		rowTag string
 	)
-	err := s.db.QueryRowContext(ctx, `SELECT biz_tag, max_id FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&rowTag, &v)
+	err := s.inTx(ctx, func(c *sql.Conn) error {
+		return c.QueryRowContext(ctx, `SELECT biz_tag, max_id FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&rowTag, &v)
+	})
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && rowTag != tag) { // exact names only, as Allocate
 		return 0, fmt.Errorf("max_id %q: %w", tag, store.ErrTagNotFound)
 	}

@@ -161,3 +161,13 @@ func TestExactTagNames(t *testing.T) {
 		t.Errorf("Allocate(%q) = %+v, %v; want max_id 11 (the other spellings reserved nothing)", "Exact", a, err)
 	}
 }
+
+// TestEngine: the local server is MariaDB without Galera; a DSN parameter
+// that sets a session variable shows in the report (no warning either way).
+func TestEngine(t *testing.T) {
+	s := open(t, dbtest.MySQL(t))
+	e, err := s.Engine(context.Background())
+	if err != nil || (e.Name != store.EngineMariaDB && e.Name != store.EngineMySQL) || e.Version == "" || e.Warnings != nil {
+		t.Errorf("Engine() = %+v, %v, want MariaDB or MySQL with a version and no warnings", e, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leaf-go/leaf/store"
 )
@@ -22,7 +23,8 @@ const leaseColumns = `worker_id, generation, coalesce(owner, ''), high_water_ms,
 // the lowest expired row with FOR UPDATE SKIP LOCKED: concurrent claimers
 // skip each other's rows instead of queueing on them, and get different IDs.
 // Missing rows of 0..maxWorker are inserted first (ON CONFLICT DO NOTHING, in
-// its own statement, only when some are missing).
+// its own statement, only when some are missing). The claim, like
+// RenewWorker and ReleaseWorker, is re-run on the errors Allocate retries.
 func (s *Store) ClaimWorker(ctx context.Context, owner string, maxWorker int64, ttl time.Duration) (store.Lease, error) {
 	if err := store.ValidateClaim(maxWorker, ttl); err != nil {
 		return store.Lease{}, fmt.Errorf("claim worker ID: %w", err)
@@ -30,7 +32,9 @@ func (s *Store) ClaimWorker(ctx context.Context, owner string, maxWorker int64, 
 	if err := s.seedWorkers(ctx, maxWorker); err != nil {
 		return store.Lease{}, err
 	}
-	l, err := scanLease(s.pool.QueryRow(ctx, `
+	var l store.Lease
+	err := s.retry(ctx, func() (err error) {
+		l, err = scanLease(s.pool.QueryRow(ctx, `
 		UPDATE leaf_worker_lease
 		SET owner = $2, generation = generation + 1,
 			expires_at = now() + $3::bigint * interval '1 millisecond', updated_at = now()
@@ -40,6 +44,8 @@ func (s *Store) ClaimWorker(ctx context.Context, owner string, maxWorker int64, 
 			ORDER BY worker_id LIMIT 1
 			FOR UPDATE SKIP LOCKED)
 		RETURNING `+leaseColumns, maxWorker, nullString(owner), ttl.Milliseconds()))
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Lease{}, store.NoFreeWorker(maxWorker, ttl)
 	}
@@ -76,12 +82,16 @@ func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl
 	if err := store.ValidateRenew(workerID, ttl, highWaterMillis); err != nil {
 		return store.Lease{}, fmt.Errorf("renew worker ID %d: %w", workerID, err)
 	}
-	l, err := scanLease(s.pool.QueryRow(ctx, `
+	var l store.Lease
+	err := s.retry(ctx, func() (err error) {
+		l, err = scanLease(s.pool.QueryRow(ctx, `
 		UPDATE leaf_worker_lease
 		SET expires_at = now() + $3::bigint * interval '1 millisecond',
 			high_water_ms = GREATEST(high_water_ms, $4::bigint), updated_at = now()
 		WHERE worker_id = $1 AND generation = $2
 		RETURNING `+leaseColumns, workerID, generation, ttl.Milliseconds(), highWaterMillis))
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Lease{}, fmt.Errorf("renew worker ID %d generation %d: %w", workerID, generation, store.ErrLeaseLost)
 	}
@@ -93,9 +103,13 @@ func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl
 
 // ReleaseWorker implements [store.LeaseStore].
 func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation int64) error {
-	ct, err := s.pool.Exec(ctx, `
+	var ct pgconn.CommandTag
+	err := s.retry(ctx, func() (err error) {
+		ct, err = s.pool.Exec(ctx, `
 		UPDATE leaf_worker_lease SET expires_at = '1970-01-01 00:00:00+00', updated_at = now()
 		WHERE worker_id = $1 AND generation = $2`, workerID, generation)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("release worker ID %d: %w", workerID, err)
 	}

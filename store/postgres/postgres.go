@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,6 +25,8 @@ const uniqueViolation = "23505"
 // concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	// retries counts re-run statements per cause (RetryStats).
+	retries retryCounters
 }
 
 var _ store.Store = (*Store)(nil)
@@ -66,7 +67,9 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 const allocateAttempts = 3
 
 // Allocate implements [store.Store] with one UPDATE … RETURNING round trip,
-// guarded so that a refused allocation leaves the row unchanged.
+// guarded so that a refused allocation leaves the row unchanged. The
+// statement is re-run on the errors of retryCause (see [Store.RetryStats]),
+// for at most 10 s and while ctx lasts.
 func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
 	// GREATEST keeps the subtraction from overflowing when step is negative:
 	// PostgreSQL does not promise to evaluate "step > 0" first.
@@ -84,9 +87,10 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 	for attempt := 0; attempt < allocateAttempts; attempt++ {
 		var a store.Allocation
 		err := s.pool.QueryRow(ctx, query, args...).Scan(&a.MaxID, &a.DBStep)
-		if retryable(err) && time.Now().Before(giveUp) {
+		if cause := retryCause(err); cause >= 0 && time.Now().Before(giveUp) {
 			// The statement rolled back whole: nothing was reserved, so
 			// running it again cannot hand out a range twice.
+			s.retries[cause].Add(1)
 			conflicts++
 			attempt--
 			if err := sleepCtx(ctx, conflictBackoff(conflicts)); err != nil {
@@ -114,39 +118,6 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 		}
 	}
 	return store.Allocation{}, fmt.Errorf("allocate %q: row changed during %d attempts", tag, allocateAttempts)
-}
-
-// maxConflictWait bounds how long Allocate keeps re-running its UPDATE after
-// a serialization failure or deadlock (SQLSTATE 40001, 40P01), which
-// databases running at SERIALIZABLE or REPEATABLE READ report when servers
-// allocate the same row at once; ctx bounds it too (a segment load's
-// LoadTimeout). A time rather than a count: with many allocators on one row
-// and a loaded database, how many retries a turn takes has no useful bound.
-const maxConflictWait = 10 * time.Second
-
-// retryable reports whether err is a serialization failure or a deadlock.
-func retryable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
-}
-
-// conflictBackoff is the pause before the n-th conflict retry: 1, 2, 4 … ms,
-// at most 50 ms, with jitter so that colliding servers spread out.
-func conflictBackoff(n int) time.Duration {
-	d := time.Millisecond << min(n-1, 6)
-	d = min(d, 50*time.Millisecond)
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Tags implements [store.Store], ordered by biz_tag.

@@ -128,3 +128,16 @@ func pgxQuery(ctx context.Context, dsn, q string, dest any) error {
 	defer conn.Close(ctx)
 	return conn.QueryRow(ctx, q).Scan(dest)
 }
+
+// TestEngine: the local server is a PostgreSQL primary.
+func TestEngine(t *testing.T) {
+	s, err := postgres.Open(context.Background(), dbtest.Postgres(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e, err := s.Engine(context.Background())
+	if err != nil || e.Name != store.EnginePostgres || !strings.HasPrefix(e.Version, "PostgreSQL") || e.Warnings != nil {
+		t.Errorf("Engine() = %+v, %v, want a PostgreSQL primary without warnings", e, err)
+	}
+}

@@ -91,3 +91,14 @@ func TestTwoStoresOneFile(t *testing.T) {
 		t.Errorf("Rows() = %+v, %v, want max_id %d", rows, err, want)
 	}
 }
+
+func TestEngine(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), ":memory:", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if e, err := s.Engine(context.Background()); err != nil || e.Name != store.EngineSQLite || e.Version == "" {
+		t.Errorf("Engine() = %+v, %v, want sqlite with a version", e, err)
+	}
+}

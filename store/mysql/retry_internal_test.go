@@ -1,0 +1,100 @@
+package mysql
+
+import (
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// TestRetryCause covers the codes that the local MariaDB cannot be made to
+// send (Galera's 1047, TiDB's 8002, 8005, 8022, 8028, 9007) and the errors
+// that must never be retried.
+func TestRetryCause(t *testing.T) {
+	wrap := func(n uint16) error { return fmt.Errorf("allocate %q: %w", "t", &mysql.MySQLError{Number: n}) }
+	tests := []struct {
+		name      string
+		give      error
+		multiHost bool
+		want      string // RetryStats key, "" for no retry
+	}{
+		{"nil", nil, true, ""},
+		{"deadlock", wrap(1213), false, "1213"},
+		{"lock wait timeout", wrap(1205), false, "1205"},
+		{"galera not ready", wrap(1047), false, "1047"},
+		{"tidb select for update", wrap(8002), false, "8002"},
+		{"tidb stale", wrap(8005), false, "8005"},
+		{"tidb commit retryable", wrap(8022), false, "8022"},
+		{"tidb schema changed", wrap(8028), false, "8028"},
+		{"tidb write conflict", wrap(9007), false, "9007"},
+		{"duplicate key", wrap(1062), true, ""},
+		{"read-only", wrap(1290), true, ""},
+		{"out of range", wrap(1690), true, ""},
+		{"invalid conn, one host", mysql.ErrInvalidConn, false, ""},
+		{"invalid conn, several hosts", mysql.ErrInvalidConn, true, "conn"},
+		{"bad conn, several hosts", driver.ErrBadConn, true, "conn"},
+		{"bad conn, one host", driver.ErrBadConn, false, "conn"},
+		{"net error, one host", &net.OpError{Op: "dial", Err: errors.New("refused")}, false, ""},
+		{"net error, several hosts", &net.OpError{Op: "dial", Err: errors.New("refused")}, true, "conn"},
+		{"no host", fmt.Errorf("%w: x", errNoHost), true, "conn"},
+		{"eof", io.EOF, true, ""},
+		{"other", errors.New("boom"), true, ""},
+	}
+	keys := make([]string, numCauses)
+	for i, c := range retryCodes {
+		keys[i] = fmt.Sprint(c)
+	}
+	keys[len(retryCodes)] = causeConn
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ""
+			if i := retryCause(tt.give, tt.multiHost); i >= 0 {
+				got = keys[i]
+			}
+			if got != tt.want {
+				t.Errorf("retryCause(%v, %v) = %q, want %q", tt.give, tt.multiHost, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRetryStatsKeys(t *testing.T) {
+	var s Store
+	s.retries[2].Add(3)
+	got := s.RetryStats()
+	if len(got) != numCauses || got["1213"] != 3 || got["conn"] != 0 {
+		t.Errorf("RetryStats() = %v, want every cause, 1213 = 3", got)
+	}
+}
+
+func TestSplitHosts(t *testing.T) {
+	tests := []struct {
+		give, wantFirst string
+		wantAddrs       []string
+	}{
+		{"u:p@tcp(h:3306)/db", "u:p@tcp(h:3306)/db", nil},
+		{"u:p@/db", "u:p@/db", nil},
+		{"u:p@tcp(h1:3306,h2:3307,h3)/db?x=1", "u:p@tcp(h1:3306)/db?x=1", []string{"h1:3306", "h2:3307", "h3:3306"}},
+		{"u:p,a@tcp(h1, h2)/db", "u:p,a@tcp(h1:3306)/db", []string{"h1:3306", "h2:3306"}},
+		{"u:p@x@tcp([::1]:3306,[::2])/db", "u:p@x@tcp([::1]:3306)/db", []string{"[::1]:3306", "[::2]:3306"}},
+		{"tcp(a,b)/db", "tcp(a:3306)/db", []string{"a:3306", "b:3306"}},
+	}
+	for _, tt := range tests {
+		first, addrs, err := SplitHosts(tt.give)
+		if err != nil || first != tt.wantFirst || fmt.Sprint(addrs) != fmt.Sprint(tt.wantAddrs) {
+			t.Errorf("SplitHosts(%q) = %q, %q, %v, want %q, %q, nil", tt.give, first, addrs, err, tt.wantFirst, tt.wantAddrs)
+		}
+		if tt.wantAddrs != nil {
+			if got := JoinHosts(first, addrs); got != JoinHosts(tt.give, addrs) {
+				t.Errorf("JoinHosts(%q) = %q, want %q", first, got, JoinHosts(tt.give, addrs))
+			}
+		}
+	}
+	if _, _, err := SplitHosts("u@tcp(a,,b)/db"); err == nil {
+		t.Errorf("SplitHosts(empty host) = nil error, want one")
+	}
+}
