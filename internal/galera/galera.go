@@ -139,7 +139,7 @@ func newCluster(t testing.TB, n int) (*Cluster, error) {
 				t.Logf("galera %s log (last 3 KiB):\n%s", nd.name, tail(b, 3072))
 			}
 		}
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 	})
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
@@ -282,13 +282,13 @@ func (n *Node) run(args []string) error {
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		log.Close()
+		_ = log.Close()
 		return fmt.Errorf("start %s: %w", n.name, err)
 	}
 	done := make(chan struct{})
 	go func() {
-		cmd.Wait()
-		log.Close()
+		_ = cmd.Wait() // killed on purpose: its exit status says nothing
+		_ = log.Close()
 		close(done)
 	}()
 	n.mu.Lock()
@@ -312,7 +312,7 @@ func (n *Node) kill() {
 	if cmd == nil {
 		return
 	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // already gone is fine
 	<-done
 }
 
@@ -448,7 +448,7 @@ func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
-			l.Close()
+			_ = l.Close()
 		}
 	}()
 	var ports []int

@@ -92,7 +92,7 @@ func (h *hostConnector) Connect(ctx context.Context) (driver.Conn, error) {
 			if err = checkNode(ctx, conn); err == nil {
 				return conn, nil
 			}
-			conn.Close()
+			_ = conn.Close() // refused node: the check's error is what counts
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", h.addrs[i], err))
 		if ctx.Err() != nil {
@@ -119,7 +119,7 @@ func (n nodeConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, err
 	}
 	if err := checkNode(ctx, conn); err != nil {
-		conn.Close()
+		_ = conn.Close() // refused node: the check's error is what counts
 		return nil, fmt.Errorf("%s: %w", n.addr, err)
 	}
 	return conn, nil
@@ -174,7 +174,7 @@ func showValues(ctx context.Context, conn driver.Conn, query string) (map[string
 	if err != nil {
 		return nil, fmt.Errorf("check node: %w", err)
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }() // read to the end below; Next reports read errors
 	m := map[string]string{}
 	dest := make([]driver.Value, len(rows.Columns()))
 	for {

@@ -131,13 +131,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Conn) error) error {
 	giveUp := time.Now().Add(maxConflictWait)
 	for n := 1; ; n++ {
-		cause := -1
+		var cause int
 		conn, err := s.db.Conn(ctx)
 		if err == nil {
 			err = fn(conn)
 			if cause = retryCause(err, s.multiHost); cause == len(retryCodes) || (cause >= 0 && retryCodes[cause] == erWsrepNotReady) {
 				// Raw returning ErrBadConn makes database/sql close it.
-				conn.Raw(func(any) error { return driver.ErrBadConn })
+				// Raw returns that ErrBadConn: nothing else to check.
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 			}
 			conn.Close()
 		} else {

@@ -39,7 +39,7 @@ func TestRetryLeaseSerialization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }() // ErrTxClosed after Commit, by design
 	if _, err := tx.Exec(ctx, `UPDATE leaf_worker_lease SET updated_at = now() WHERE worker_id = $1`, l.WorkerID); err != nil {
 		t.Fatal(err)
 	}
