@@ -13,7 +13,9 @@ func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz answers 200 when every enabled mode can serve: the store answers a
-// ping and the segment generator has loaded its tag list.
+// ping, the segment generator has loaded its tag list, and the snowflake
+// generator can issue (its worker-ID source is ready and the clock has passed
+// the persisted high-water mark; see snowflakeReady).
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	checks := map[string]string{}
 	ready := true

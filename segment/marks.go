@@ -16,7 +16,7 @@ import (
 )
 
 // Marks persists the per-tag high-water marks of restore safety
-// (docs/contract.md §2):
+// (docs/contract.md §2.6):
 // for each biz_tag, the highest max_id of a segment the generator accepted.
 // The generator loads them once in New and stores a tag's new mark after
 // every accepted allocation, before any ID of that segment is handed out; a

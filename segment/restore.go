@@ -28,7 +28,7 @@ func (g *Generator) storeMark(ctx context.Context, tag string, maxID int64) erro
 // table. Without it a server's mark only knows its own segments: a server
 // that last allocated an hour ago would accept, after a restore, segments
 // that other servers handed out since (per-server marks, docs/contract.md
-// §2). With it only segments allocated by others within the last refresh
+// §2.6). With it only segments allocated by others within the last refresh
 // interval before a rewind escape the check. Raising a mark never refuses a
 // legitimate segment: max_id only grows, so every later allocation starts at
 // or above what was read. A failed Store is logged; the raised mark still

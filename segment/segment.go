@@ -27,7 +27,7 @@
 // below 1 is cut at 1 (refused if empty); and a segment starting below the
 // tag's high-water mark is refused ([ErrRewound]).
 //
-// Restore safety (docs/contract.md §2): per tag the generator remembers the
+// Restore safety (docs/contract.md §2.6): per tag the generator remembers the
 // highest max_id of a segment it accepted, its high-water mark, and with
 // [Config.Marks] persists it ([FileMarks]: a file in the data directory)
 // before any ID of the segment is handed out, so a restarted server remembers

@@ -3,7 +3,7 @@ package segment
 import "time"
 
 // nextStep returns the step of a load, in IDs, by Leaf's dynamic-step rule
-// (SegmentIDGenImpl.updateSegmentFromDb; docs/contract.md §2): 0, meaning
+// (SegmentIDGenImpl.updateSegmentFromDb; docs/contract.md §2.4): 0, meaning
 // the row's own step, when first is set (the first load of a tag, or its
 // first prefetch: no earlier prefetch to time). Otherwise, from prev, the
 // step of the last load, and sinceLast, the time since the last prefetch:

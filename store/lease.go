@@ -9,7 +9,7 @@ import (
 
 // Errors of the worker ID lease methods (ClaimWorker, RenewWorker,
 // ReleaseWorker), the same on every dialect. They implement the `sql` worker
-// ID source of docs/contract.md §3.
+// ID source of docs/contract.md §3.6.
 var (
 	// ErrNoFreeWorker is returned by ClaimWorker when every worker ID in
 	// 0..maxWorker is held by an unexpired lease. The error message names the

@@ -16,18 +16,10 @@ import (
 	_ "github.com/leaf-go/leaf/store/sqlite" // registers modernc's "sqlite" driver, for migrate
 )
 
-// tagStore is what the tag commands need: every store in store/ has these
-// methods beyond store.Store.
-type tagStore interface {
-	store.Store
-	Update(ctx context.Context, tag string, step int64, description string) error
-	Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error)
-}
-
 // openStore opens the leaf_alloc store named by s without migrating it. A
 // SQLite file must exist already (a typo in the path must not create an
 // empty database). Errors name the DSN with its password redacted.
-func openStore(ctx context.Context, s string) (tagStore, error) {
+func openStore(ctx context.Context, s string) (store.Store, error) {
 	c, err := dsn.Parse(s)
 	if err != nil {
 		return nil, usagef("--dsn %s: %w", dsn.Redact(s), err)
@@ -41,12 +33,7 @@ func openStore(ctx context.Context, s string) (tagStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", dsn.Redact(s), err)
 	}
-	ts, ok := st.(tagStore)
-	if !ok {
-		_ = st.Close() // the missing method is the error to report
-		return nil, fmt.Errorf("open %s: store %T cannot update or fence tags", dsn.Redact(s), st)
-	}
-	return ts, nil
+	return st, nil
 }
 
 // sqliteExists refuses a SQLite database file that does not exist, with the

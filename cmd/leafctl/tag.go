@@ -43,7 +43,7 @@ their next refresh (60 s by default), or at once on a request for a new tag.`,
 }
 
 // withStore opens the store of --dsn under --timeout, runs f and closes it.
-func withStore(cmd *cobra.Command, g *globals, f func(ctx context.Context, st tagStore) error) error {
+func withStore(cmd *cobra.Command, g *globals, f func(ctx context.Context, st store.Store) error) error {
 	ctx, cancel := g.withTimeout(cmd.Context())
 	defer cancel()
 	st, err := openStore(ctx, g.dsn)
@@ -56,7 +56,7 @@ func withStore(cmd *cobra.Command, g *globals, f func(ctx context.Context, st ta
 
 // findRow returns the row of tag. Errors: store.ErrTagNotFound wrapped with
 // the tag.
-func findRow(ctx context.Context, st tagStore, tag string) (store.Row, error) {
+func findRow(ctx context.Context, st store.Store, tag string) (store.Row, error) {
 	rows, err := st.Rows(ctx)
 	if err != nil {
 		return store.Row{}, err
@@ -98,7 +98,7 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 			if err := checkRow(r); err != nil {
 				return err
 			}
-			return withStore(cmd, g, func(ctx context.Context, st tagStore) error {
+			return withStore(cmd, g, func(ctx context.Context, st store.Store) error {
 				if err := st.Create(ctx, r); err != nil {
 					if errors.Is(err, store.ErrTagExists) {
 						return fmt.Errorf("%w (change it with leafctl tag update, or fence it with leafctl tag fence)", err)
@@ -134,7 +134,7 @@ func newTagListCmd(e env, g *globals) *cobra.Command {
 		Short: "List every tag: tag, max_id, step, description, update_time",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStore(cmd, g, func(ctx context.Context, st tagStore) error {
+			return withStore(cmd, g, func(ctx context.Context, st store.Store) error {
 				rows, err := st.Rows(ctx)
 				if err != nil {
 					return err
@@ -195,7 +195,7 @@ allocation of the tag.`,
 			if err := checkRow(probe); err != nil {
 				return err
 			}
-			return withStore(cmd, g, func(ctx context.Context, st tagStore) error {
+			return withStore(cmd, g, func(ctx context.Context, st store.Store) error {
 				old, err := findRow(ctx, st, tag)
 				if err != nil {
 					return err
@@ -243,7 +243,7 @@ refuses without --yes.`,
 		Args: exactArgs(1, "one tag"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tag := args[0]
-			return withStore(cmd, g, func(ctx context.Context, st tagStore) error {
+			return withStore(cmd, g, func(ctx context.Context, st store.Store) error {
 				r, err := findRow(ctx, st, tag)
 				if err != nil {
 					return err
@@ -292,7 +292,7 @@ An audit line (operator, tag, old and new max_id, time) goes to stderr.`,
 			if minID < 1 {
 				return usagef("--min must be at least 1, got %d", minID)
 			}
-			return withStore(cmd, g, func(ctx context.Context, st tagStore) error {
+			return withStore(cmd, g, func(ctx context.Context, st store.Store) error {
 				before, err := findRow(ctx, st, tag)
 				if err != nil {
 					return err

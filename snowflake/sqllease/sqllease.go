@@ -1,4 +1,4 @@
-// Package sqllease is the `sql` worker ID source of docs/contract.md §3: a snowflake worker
+// Package sqllease is the `sql` worker ID source of docs/contract.md §3.6: a snowflake worker
 // ID leased from a table (leaf_worker_lease) in the same database as the segments, through
 // the small Store interface that store/postgres, store/mysql and store/sqlite implement. It
 // imports no driver. Its Lease is a snowflake.Source.
@@ -45,7 +45,7 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// Defaults used by Start for zero Options fields (docs/contract.md §3: TTL 10 s, renew every
+// Defaults used by Start for zero Options fields (docs/contract.md §3.6: TTL 10 s, renew every
 // 3 s).
 const (
 	// DefaultTTL is the lease time granted by each claim and renewal, in database time.
