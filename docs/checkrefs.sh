@@ -22,8 +22,9 @@
 # text (`BEGIN IMMEDIATE`) in the context file. The columns "file" and "what"
 # of a table name data files and formats, not code, and are left out.
 #
-# Loose mode checks only paths (in code spans and in the text), test,
-# benchmark and fuzz function names, and package-qualified names.
+# Loose mode checks only paths (in code spans and in the text; from the
+# root, internal/testing or the document's folder), test, benchmark and fuzz
+# function names, and package-qualified names.
 #
 # It prints one line per name that does not resolve and exits 1 if there is
 # any. Run it from anywhere inside the repository.
@@ -315,14 +316,14 @@ loose() { # file
 		checked=$((checked + 1))
 		local found=0 pat
 		while read -r pat; do
-			for f in $pat internal/testing/$pat; do
+			for f in $pat internal/testing/$pat "$(dirname "$file")"/$pat; do
 				[[ -e $f ]] && found=1
 			done
 		done < <(expand_path "$tok" .)
 		# or a package of the standard library (`sync/atomic`)
 		((found)) || go list "$tok" >/dev/null 2>&1 || bad "$file" "$tok" "no such file or directory"
 	done < <(grep -oP '(?<![\w/.:-])((\.?[A-Za-z0-9_{},-]+/)+[A-Za-z0-9_{},*.-]+\.(go|md|sql|sh|yml|mod)\b|[A-Za-z0-9_-]+\.(go|md|sql|sh)\b)|`(\.?[a-z0-9_]+/)+[a-z0-9_]*`' "$file" |
-		tr -d '`' | sort -u)
+		tr -d '`' | grep -vE '^(text|application)/' | sort -u) # not MIME types
 	# Test functions and package-qualified names in code spans.
 	while read -r tok; do
 		checked=$((checked + 1))
