@@ -84,7 +84,7 @@ func metric(t testing.TB, p *servertest.Proc, series string) string {
 // to notice burned one segment of its grown dynamic step, which carried
 // max_id past the other server's lower mark. Since then a tag with a mark
 // reads max_id before allocating, so both servers notice and nothing is
-// burned (segment.MaxIDReader).
+// burned (segment.Store.MaxID).
 func TestRestoredBackup(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
