@@ -71,6 +71,8 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) run $(GOLANGCI_LINT) run ./...
 	cd internal/testing && $(GO) run $(GOLANGCI_LINT) run --config ../../.golangci.yml ./...
+	@# every file and name that docs/architecture.md cites must exist
+	@out=$$(bash docs/checkrefs.sh 2>&1) || { echo "$$out"; exit 1; }
 
 # fuzz: every fuzz target in the tree, found afresh on each run (the
 # directories whose tests declare `func Fuzz…`, then `go test -list` for the
