@@ -1,0 +1,40 @@
+package snowflake
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCheckPeerClock(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	peer := func(name string, ahead time.Duration) Peer {
+		return Peer{Name: name, Reported: now.Add(ahead), ReadAt: now}
+	}
+	cases := []struct {
+		name  string
+		peers []Peer
+		max   time.Duration
+		fail  bool
+	}{
+		{"no peers", nil, 10 * time.Second, false},
+		{"turned off", []Peer{peer("a", time.Hour)}, 0, false},
+		{"2s ahead", []Peer{peer("a", 2 * time.Second)}, 10 * time.Second, false},
+		{"30s ahead", []Peer{peer("a", 30 * time.Second)}, 10 * time.Second, true},
+		{"30s behind", []Peer{peer("a", -30 * time.Second)}, 10 * time.Second, true},
+		{"mean inside", []Peer{peer("a", 15 * time.Second), peer("b", -10 * time.Second)}, 10 * time.Second, false},
+		{"exactly max", []Peer{peer("a", 10 * time.Second)}, 10 * time.Second, false},
+		{"read late", []Peer{{Name: "a", Reported: now, ReadAt: now.Add(3 * time.Second)}}, 10 * time.Second, false},
+	}
+	for _, c := range cases {
+		err := CheckPeerClock(c.peers, c.max)
+		if (err != nil) != c.fail {
+			t.Errorf("%s: err = %v, want failure %v", c.name, err, c.fail)
+			continue
+		}
+		if err != nil && (!errors.Is(err, ErrPeerClockSkew) || !strings.Contains(err.Error(), c.peers[0].Name)) {
+			t.Errorf("%s: error %q does not wrap ErrPeerClockSkew or name the peer", c.name, err)
+		}
+	}
+}
