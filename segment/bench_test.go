@@ -90,8 +90,8 @@ func BenchmarkMapAtomicAdd(b *testing.B) {
 
 func BenchmarkGet(b *testing.B) {
 	db := openDB(b, sqliteDB.dsn(b))
-	db.create(b, "bench", 1, store.MaxStep)
-	g := newGen(b, db.st, segment.Config{Logger: slog.New(slog.DiscardHandler)})
+	db.Create(b, "bench", 1, store.MaxStep)
+	g := newGen(b, db.Store, segment.Config{Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	mustGet(b, g, "bench")
 	b.Run("serial", func(b *testing.B) {
@@ -123,8 +123,8 @@ func BenchmarkGet(b *testing.B) {
 // BenchmarkGet without the map lookup.
 func BenchmarkTagGet(b *testing.B) {
 	db := openDB(b, sqliteDB.dsn(b))
-	db.create(b, "bench", 1, store.MaxStep)
-	g := newGen(b, db.st, segment.Config{Logger: slog.New(slog.DiscardHandler)})
+	db.Create(b, "bench", 1, store.MaxStep)
+	g := newGen(b, db.Store, segment.Config{Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	tag, err := g.Tag(ctx, "bench")
 	if err != nil {

@@ -23,9 +23,9 @@ func TestWorkedExample(t *testing.T) {
 			t.Parallel()
 			db := openDB(t, k.dsn(t))
 			const tag = "leaf-segment-test"
-			db.create(t, tag, 1, 2000)
+			db.Create(t, tag, 1, 2000)
 			clk := clocktest.New(t0)
-			g := newGen(t, db.st, segment.Config{Clock: clk})
+			g := newGen(t, db.Store, segment.Config{Clock: clk})
 
 			next := int64(1)
 			take := func(n int64) {
@@ -42,12 +42,12 @@ func TestWorkedExample(t *testing.T) {
 			if st, _ := statsOf(g, tag); st.Loading || st.NextReady {
 				t.Fatalf("after 200 IDs: Loading=%v NextReady=%v, want no load (idle 1800 = 0.9*step)", st.Loading, st.NextReady)
 			}
-			if got := db.maxID(t, tag); got != 2001 {
+			if got := db.MaxID(t, tag); got != 2001 {
 				t.Fatalf("max_id after 200 IDs = %d, want 2001 (no load yet)", got)
 			}
 			take(1) // the 201st: idle 1799 < 1800 starts the load
 			st := waitNextReady(t, g, tag)
-			if got := db.maxID(t, tag); got != 4001 {
+			if got := db.MaxID(t, tag); got != 4001 {
 				t.Fatalf("max_id after the first prefetch = %d, want 4001", got)
 			}
 			if st.Step != 2000 || st.MinStep != 2000 {
@@ -82,9 +82,9 @@ func TestWorkedExample(t *testing.T) {
 			for _, tt := range stages {
 				clk.Add(tt.advance)
 				if tt.dbStep != 0 {
-					db.exec(t, "UPDATE leaf_alloc SET step = %d WHERE biz_tag = '%s'", tt.dbStep, tag)
+					db.Exec(t, "UPDATE leaf_alloc SET step = %d WHERE biz_tag = '%s'", tt.dbStep, tag)
 				}
-				before := db.maxID(t, tag)
+				before := db.MaxID(t, tag)
 				cur, _ := statsOf(g, tag)
 				curMax := cur.Segments[cur.Pos].Max
 				for {
@@ -102,7 +102,7 @@ func TestWorkedExample(t *testing.T) {
 					t.Fatalf("%s: Step %d, next segment [%d, %d), MinStep %d; want step %d, MinStep %d",
 						tt.name, st.Step, nx.Value, nx.Max, st.MinStep, tt.wantStep, tt.wantMinStep)
 				}
-				if got := db.maxID(t, tag); got != before+tt.wantStep {
+				if got := db.MaxID(t, tag); got != before+tt.wantStep {
 					t.Fatalf("%s: max_id = %d, want %d + %d", tt.name, got, before, tt.wantStep)
 				}
 				take(curMax - next) // use up the current segment
@@ -119,8 +119,8 @@ func TestWorkedExample(t *testing.T) {
 func TestStepCap(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "cap", 1, 100)
-	g := newGen(t, db.st, segment.Config{Clock: clocktest.New(t0), MaxStep: 700})
+	db.Create(t, "cap", 1, 100)
+	g := newGen(t, db.Store, segment.Config{Clock: clocktest.New(t0), MaxStep: 700})
 	var steps []int64
 	var lastMax int64
 	for i := 0; len(steps) < 5; i++ {
@@ -152,8 +152,8 @@ func TestConcurrentUnique(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			db := openDB(t, k.dsn(t))
-			db.create(t, "hot", 1, 10)
-			g := newGen(t, db.st, segment.Config{WaitTimeout: 5 * time.Second})
+			db.Create(t, "hot", 1, 10)
+			g := newGen(t, db.Store, segment.Config{WaitTimeout: 5 * time.Second})
 			const workers, each = 64, 500
 			ids := make([][]int64, workers)
 			var wg sync.WaitGroup
@@ -171,7 +171,7 @@ func TestConcurrentUnique(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			maxID := db.maxID(t, "hot")
+			maxID := db.MaxID(t, "hot")
 			checkUnique(t, ids, maxID, workers*each)
 			st, _ := statsOf(g, "hot")
 			if st.Issued != workers*each {
@@ -192,12 +192,12 @@ func TestExhaustedWaitsForLoad(t *testing.T) {
 			// used up and whose next load is blocked on the row lock.
 			setup := func(t *testing.T, cfg segment.Config) (*segment.Generator, func()) {
 				db := openDB(t, k.dsn(t))
-				db.create(t, "slow", 1, 10)
-				g := newGen(t, db.st, cfg)
+				db.Create(t, "slow", 1, 10)
+				g := newGen(t, db.Store, cfg)
 				if id := mustGet(t, g, "slow"); id != 1 {
 					t.Fatalf("Get(%q) = %d, want 1", "slow", id)
 				}
-				release := db.lockRow(t, "slow")
+				release := db.LockRow(t, "slow")
 				for want := int64(2); want <= 10; want++ { // the 2nd starts the load
 					if id := mustGet(t, g, "slow"); id != want {
 						t.Fatalf("Get(%q) = %d, want %d", "slow", id, want)
@@ -294,8 +294,8 @@ func TestExhaustedWaitsForLoad(t *testing.T) {
 func TestGetAfterClose(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "c", 1, 1000)
-	g := newGen(t, db.st, segment.Config{})
+	db.Create(t, "c", 1, 1000)
+	g := newGen(t, db.Store, segment.Config{})
 	mustGet(t, g, "c")
 	if err := g.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)

@@ -29,9 +29,9 @@ func TestIDsPositive(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			db := openDB(t, sqliteDB.dsn(t))
-			db.create(t, "neg", 1, 1000)
-			db.exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'neg'", tt.give)
-			g := newGen(t, db.st, segment.Config{Clock: clocktest.New(t0)})
+			db.Create(t, "neg", 1, 1000)
+			db.Exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'neg'", tt.give)
+			g := newGen(t, db.Store, segment.Config{Clock: clocktest.New(t0)})
 			id, err := g.Get(context.Background(), "neg")
 			if tt.want == 0 {
 				if err == nil || !errors.Is(err, segment.ErrNoSegment) {
@@ -56,14 +56,14 @@ func TestIDsPositive(t *testing.T) {
 func TestRewoundStoreRefused(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "rw", 1, 100)
-	g := newGen(t, db.st, segment.Config{Clock: clocktest.New(t0)})
+	db.Create(t, "rw", 1, 100)
+	g := newGen(t, db.Store, segment.Config{Clock: clocktest.New(t0)})
 	seen := map[int64]bool{}
 	for range 20 {
 		seen[mustGet(t, g, "rw")] = true
 	}
 	waitNextReady(t, g, "rw") // [101, 201)
-	db.exec(t, "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'rw'")
+	db.Exec(t, "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'rw'")
 	for {
 		id, err := g.Get(context.Background(), "rw")
 		if err != nil {
@@ -87,9 +87,9 @@ func TestRewoundStoreRefused(t *testing.T) {
 func TestNotInitialized(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "x", 1, 100)
-	db.st.Close()
-	g := newGen(t, db.st, segment.Config{MissLookupBurst: 1, MissLookupRate: 0.001})
+	db.Create(t, "x", 1, 100)
+	db.Store.Close()
+	g := newGen(t, db.Store, segment.Config{MissLookupBurst: 1, MissLookupRate: 0.001})
 	if g.Ready() {
 		t.Fatal("Ready() = true with the database down")
 	}
@@ -118,7 +118,7 @@ func TestNewConfigErrors(t *testing.T) {
 		{"negative burst", segment.Config{MissLookupBurst: -1}},
 	}
 	for _, tt := range tests {
-		if g, err := segment.New(context.Background(), db.st, tt.give); err == nil {
+		if g, err := segment.New(context.Background(), db.Store, tt.give); err == nil {
 			g.Close()
 			t.Errorf("New(%s) = nil error, want one", tt.name)
 		}
@@ -157,9 +157,9 @@ func TestOverflowRefused(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			db := openDB(t, k.dsn(t))
-			db.create(t, "big", 1, 10)
-			db.exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'big'", int64(math.MaxInt64-5))
-			g := newGen(t, db.st, segment.Config{})
+			db.Create(t, "big", 1, 10)
+			db.Exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'big'", int64(math.MaxInt64-5))
+			g := newGen(t, db.Store, segment.Config{})
 			id, err := g.Get(context.Background(), "big")
 			if !errors.Is(err, store.ErrOverflow) || segment.Code(err) != -3 {
 				t.Fatalf("Get(%q) = %d, %v, want store.ErrOverflow as -3", "big", id, err)
@@ -176,11 +176,11 @@ func TestOverflowRefused(t *testing.T) {
 func TestOverflowFallsBackToDBStep(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "edge", 1, 100)
+	db.Create(t, "edge", 1, 100)
 	// Segments [-350, -250) and [-250, -150) below MaxInt64 at step 100; the
 	// third load asks for the doubled step 200, which would pass the end.
-	db.exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'edge'", int64(math.MaxInt64-350))
-	g := newGen(t, db.st, segment.Config{})
+	db.Exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'edge'", int64(math.MaxInt64-350))
+	g := newGen(t, db.Store, segment.Config{})
 	ctx := context.Background()
 	seen := map[int64]bool{}
 	for i := range 300 {
@@ -196,7 +196,7 @@ func TestOverflowFallsBackToDBStep(t *testing.T) {
 	if id, err := g.Get(ctx, "edge"); !errors.Is(err, store.ErrOverflow) {
 		t.Errorf("Get past the last segment that fits = %d, %v, want store.ErrOverflow", id, err)
 	}
-	if got := db.maxID(t, "edge"); got != math.MaxInt64-50 {
+	if got := db.MaxID(t, "edge"); got != math.MaxInt64-50 {
 		t.Errorf("max_id = %d, want MaxInt64-50 (three segments, the refusals changed nothing)", got)
 	}
 }

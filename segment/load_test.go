@@ -17,12 +17,12 @@ import (
 func TestBackoffSparesDatabase(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "flaky", 1, 100)
-	cs := &countingStore{Store: db.st}
+	db.Create(t, "flaky", 1, 100)
+	cs := &countingStore{Store: db.Store}
 	clk := clocktest.New(t0)
 	g := newGen(t, cs, segment.Config{Clock: clk, RetryMin: time.Second, RetryMax: 4 * time.Second})
 	mustGet(t, g, "flaky")
-	db.st.Close()
+	db.Store.Close()
 	for want := int64(2); want <= 100; want++ { // the 11th starts a load that fails
 		if id := mustGet(t, g, "flaky"); id != want {
 			t.Fatalf("Get(%q) = %d, want %d", "flaky", id, want)
@@ -40,14 +40,14 @@ func TestBackoffSparesDatabase(t *testing.T) {
 			t.Fatalf("Get in backoff took %v, want an immediate answer", d)
 		}
 	}
-	if got := cs.loadCalls(); got != 2 {
+	if got := cs.LoadCalls(); got != 2 {
 		t.Fatalf("Allocate and MaxID calls = %d, want 2 (first load, one failed prefetch)", got)
 	}
 	clk.Add(time.Second) // the first backoff is RetryMin jittered down to at least half
 	if _, err := g.Get(context.Background(), "flaky"); !errors.Is(err, segment.ErrNoSegment) {
 		t.Fatalf("Get(%q) = %v, want ErrNoSegment", "flaky", err)
 	}
-	if got := cs.loadCalls(); got != 3 {
+	if got := cs.LoadCalls(); got != 3 {
 		t.Fatalf("Allocate and MaxID calls after the backoff = %d, want 3", got)
 	}
 	st, _ := statsOf(g, "flaky")
@@ -63,11 +63,11 @@ func TestBackoffSparesDatabase(t *testing.T) {
 func TestPrefetchRetriedWhileServing(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "flaky", 1, 100)
+	db.Create(t, "flaky", 1, 100)
 	clk := clocktest.New(t0)
-	g := newGen(t, db.st, segment.Config{Clock: clk, RetryMin: time.Second, RetryMax: 4 * time.Second})
+	g := newGen(t, db.Store, segment.Config{Clock: clk, RetryMin: time.Second, RetryMax: 4 * time.Second})
 	mustGet(t, g, "flaky")
-	db.exec(t, "ALTER TABLE leaf_alloc RENAME TO leaf_alloc_away")
+	db.Exec(t, "ALTER TABLE leaf_alloc RENAME TO leaf_alloc_away")
 	for want := int64(2); want <= 20; want++ { // the 11th starts a load that fails
 		if id := mustGet(t, g, "flaky"); id != want {
 			t.Fatalf("Get(%q) = %d, want %d", "flaky", id, want)
@@ -76,7 +76,7 @@ func TestPrefetchRetriedWhileServing(t *testing.T) {
 			waitFor(t, "the failed load", func() bool { st, _ := statsOf(g, "flaky"); return st.LoadFailures == 1 && !st.Loading })
 		}
 	}
-	db.exec(t, "ALTER TABLE leaf_alloc_away RENAME TO leaf_alloc")
+	db.Exec(t, "ALTER TABLE leaf_alloc_away RENAME TO leaf_alloc")
 	if st, _ := statsOf(g, "flaky"); st.LoadFailures != 1 || st.Loading || st.NextReady {
 		t.Fatalf("Stats in backoff = failures %d, loading %v, next ready %v; want 1, false, false (no retry before the backoff)",
 			st.LoadFailures, st.Loading, st.NextReady)
@@ -96,8 +96,8 @@ func TestPrefetchRetriedWhileServing(t *testing.T) {
 func TestOnLoad(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "listed", 1, 100)
-	db.create(t, "listed2", 1, 100)
+	db.Create(t, "listed", 1, 100)
+	db.Create(t, "listed2", 1, 100)
 	var (
 		mu     sync.Mutex
 		events []segment.LoadEvent
@@ -107,16 +107,16 @@ func TestOnLoad(t *testing.T) {
 		events = append(events, e)
 		mu.Unlock()
 	}
-	g := newGen(t, db.st, segment.Config{OnLoad: onLoad})
+	g := newGen(t, db.Store, segment.Config{OnLoad: onLoad})
 	ctx := context.Background()
 	mustGet(t, g, "listed")
 	if _, err := g.Get(ctx, "missing"); !errors.Is(err, segment.ErrTagNotFound) {
 		t.Fatalf("Get(%q) = %v, want ErrTagNotFound", "missing", err)
 	}
-	db.create(t, "probed", 1, 100)
-	db.create(t, "late", 1, 100)
+	db.Create(t, "probed", 1, 100)
+	db.Create(t, "late", 1, 100)
 	mustGet(t, g, "probed")
-	db.st.Close()
+	db.Store.Close()
 	for _, tag := range []string{"listed2", "late"} {
 		if _, err := g.Get(ctx, tag); !errors.Is(err, segment.ErrNoSegment) {
 			t.Fatalf("Get(%q) with the store closed = %v, want ErrNoSegment", tag, err)

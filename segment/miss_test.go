@@ -20,7 +20,7 @@ func TestUnknownTag(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			db := openDB(t, k.dsn(t))
-			g := newGen(t, db.st, segment.Config{})
+			g := newGen(t, db.Store, segment.Config{})
 			start := time.Now()
 			_, err := g.Get(context.Background(), "no-such-tag")
 			if !errors.Is(err, segment.ErrTagNotFound) || segment.Code(err) != -2 {
@@ -45,7 +45,7 @@ func TestUnknownTag(t *testing.T) {
 func TestMissLookupRateLimited(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	cs := &countingStore{Store: db.st}
+	cs := &countingStore{Store: db.Store}
 	clk := clocktest.New(t0)
 	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 10, MissLookupBurst: 20})
 	probe := func(round, lookups int) {
@@ -61,12 +61,12 @@ func TestMissLookupRateLimited(t *testing.T) {
 		}
 	}
 	probe(0, 20)
-	if got := cs.allocs.Load(); got != 20 {
+	if got := cs.Allocs.Load(); got != 20 {
 		t.Fatalf("Allocate calls for 1000 unknown tags = %d, want 20 (the burst)", got)
 	}
 	clk.Add(time.Second)
 	probe(1, 10)
-	if got := cs.allocs.Load(); got != 30 {
+	if got := cs.Allocs.Load(); got != 30 {
 		t.Fatalf("Allocate calls one second later = %d, want 30 (burst + 10/s)", got)
 	}
 	if got := len(g.Stats()); got != 0 {
@@ -81,7 +81,7 @@ func TestMissLookupRateLimited(t *testing.T) {
 func TestMissLookupLimitSpent(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	cs := &countingStore{Store: db.st}
+	cs := &countingStore{Store: db.Store}
 	clk := clocktest.New(t0)
 	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 1, MissLookupBurst: 2})
 	ctx := context.Background()
@@ -91,7 +91,7 @@ func TestMissLookupLimitSpent(t *testing.T) {
 			t.Fatalf("Get(%q) = %v, want ErrTagNotFound", tag, err)
 		}
 	}
-	db.create(t, "new", 70, 100)
+	db.Create(t, "new", 70, 100)
 	_, err := g.Get(ctx, "new")
 	if !errors.Is(err, segment.ErrNoSegment) || segment.Code(err) != -3 {
 		t.Fatalf("Get(%q) with the limit spent = %v, want ErrNoSegment (-3)", "new", err)
@@ -102,7 +102,7 @@ func TestMissLookupLimitSpent(t *testing.T) {
 	if _, err := g.Tag(ctx, "new"); !errors.Is(err, segment.ErrNoSegment) {
 		t.Fatalf("Tag(%q) with the limit spent = %v, want ErrNoSegment", "new", err)
 	}
-	if got := cs.allocs.Load(); got != 2 {
+	if got := cs.Allocs.Load(); got != 2 {
 		t.Fatalf("Allocate calls = %d, want 2: a refused lookup reaches no database", got)
 	}
 	clk.Add(time.Second) // one token
@@ -118,7 +118,7 @@ func TestMissLookupLimitSpent(t *testing.T) {
 func TestMissRemembered(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	cs := &countingStore{Store: db.st}
+	cs := &countingStore{Store: db.Store}
 	clk := clocktest.New(t0)
 	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 1, MissLookupBurst: 2})
 	ctx := context.Background()
@@ -131,16 +131,16 @@ func TestMissRemembered(t *testing.T) {
 		}
 	}
 	loop()
-	if got := cs.allocs.Load(); got != 1 {
+	if got := cs.Allocs.Load(); got != 1 {
 		t.Fatalf("Allocate calls for 1000 Gets of one missing tag = %d, want 1", got)
 	}
-	db.create(t, "new", 70, 100)
+	db.Create(t, "new", 70, 100)
 	if id := mustGet(t, g, "new"); id != 70 {
 		t.Fatalf("Get(%q) after the loop = %d, want 70", "new", id)
 	}
 
 	// Remembered for two seconds, then looked up again (limiter: 1/s).
-	db.create(t, "typo", 500, 100)
+	db.Create(t, "typo", 500, 100)
 	clk.Add(1900 * time.Millisecond)
 	loop()
 	clk.Add(100 * time.Millisecond)
@@ -152,7 +152,7 @@ func TestMissRemembered(t *testing.T) {
 	if _, err := g.Get(ctx, "later"); !errors.Is(err, segment.ErrTagNotFound) {
 		t.Fatalf("Get(%q) = %v, want ErrTagNotFound", "later", err)
 	}
-	db.create(t, "later", 900, 100)
+	db.Create(t, "later", 900, 100)
 	if _, err := g.Get(ctx, "later"); !errors.Is(err, segment.ErrTagNotFound) {
 		t.Fatalf("Get(%q) right after the miss = %v, want ErrTagNotFound (remembered)", "later", err)
 	}
@@ -169,12 +169,12 @@ func TestMissRemembered(t *testing.T) {
 func TestConcurrentMissesShareOneLoad(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	cs := &countingStore{Store: db.st}
+	cs := &countingStore{Store: db.Store}
 	g := newGen(t, cs, segment.Config{})
 	const tags, n = 10, 32
 	for i := range tags {
 		tag := fmt.Sprintf("fresh-%d", i)
-		db.create(t, tag, 1, 1000)
+		db.Create(t, tag, 1, 1000)
 		ids := make(chan int64, n)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -198,7 +198,7 @@ func TestConcurrentMissesShareOneLoad(t *testing.T) {
 			}
 			seen[id] = true
 		}
-		if got := cs.allocs.Load(); got != int64(i+1) {
+		if got := cs.Allocs.Load(); got != int64(i+1) {
 			t.Fatalf("Allocate calls after %d tags = %d, want one per tag, shared by %d concurrent misses", i+1, got, n)
 		}
 	}

@@ -14,15 +14,15 @@ import (
 func TestTagLifecycle(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "old", 1, 100)
-	g := newGen(t, db.st, segment.Config{})
+	db.Create(t, "old", 1, 100)
+	g := newGen(t, db.Store, segment.Config{})
 	ctx := context.Background()
 
-	db.create(t, "new", 41, 100)
+	db.Create(t, "new", 41, 100)
 	if id := mustGet(t, g, "new"); id != 41 {
 		t.Fatalf("Get(%q) = %d, want 41 (inserted while running)", "new", id)
 	}
-	db.create(t, "later", 1, 100)
+	db.Create(t, "later", 1, 100)
 	if err := g.Refresh(ctx); err != nil {
 		t.Fatalf("Refresh: %v", err)
 	}
@@ -33,7 +33,7 @@ func TestTagLifecycle(t *testing.T) {
 	if id := mustGet(t, g, "old"); id != 1 {
 		t.Fatalf("Get(%q) = %d, want 1", "old", id)
 	}
-	if err := db.st.Delete(ctx, "old"); err != nil {
+	if err := db.Store.Delete(ctx, "old"); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Refresh(ctx); err != nil {
@@ -55,10 +55,10 @@ func TestTagLifecycle(t *testing.T) {
 func TestDeletedTagFoundByLoad(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "gone", 1, 10)
-	g := newGen(t, db.st, segment.Config{})
+	db.Create(t, "gone", 1, 10)
+	g := newGen(t, db.Store, segment.Config{})
 	mustGet(t, g, "gone")
-	if err := db.st.Delete(context.Background(), "gone"); err != nil {
+	if err := db.Store.Delete(context.Background(), "gone"); err != nil {
 		t.Fatal(err)
 	}
 	for i := 2; ; i++ {
@@ -83,11 +83,11 @@ func TestRefreshFailureKeepsCache(t *testing.T) {
 	t.Run("failing", func(t *testing.T) {
 		t.Parallel()
 		db := openDB(t, sqliteDB.dsn(t))
-		db.create(t, "a", 1, 1000)
-		db.create(t, "b", 1, 1000)
-		g := newGen(t, db.st, segment.Config{})
+		db.Create(t, "a", 1, 1000)
+		db.Create(t, "b", 1, 1000)
+		g := newGen(t, db.Store, segment.Config{})
 		mustGet(t, g, "a")
-		db.st.Close() // the database is gone: every query fails
+		db.Store.Close() // the database is gone: every query fails
 		if err := g.Refresh(ctx); err == nil {
 			t.Fatal("Refresh on a closed store = nil, want an error")
 		}
@@ -101,10 +101,10 @@ func TestRefreshFailureKeepsCache(t *testing.T) {
 	t.Run("empty", func(t *testing.T) {
 		t.Parallel()
 		db := openDB(t, sqliteDB.dsn(t))
-		db.create(t, "a", 1, 1000)
-		g := newGen(t, db.st, segment.Config{})
+		db.Create(t, "a", 1, 1000)
+		g := newGen(t, db.Store, segment.Config{})
 		mustGet(t, g, "a")
-		db.exec(t, "DELETE FROM leaf_alloc")
+		db.Exec(t, "DELETE FROM leaf_alloc")
 		if err := g.Refresh(ctx); err != nil {
 			t.Fatalf("Refresh: %v", err)
 		}
@@ -134,12 +134,12 @@ func (s *slowTags) Rows(ctx context.Context) ([]store.Row, error) {
 func TestRefreshKeepsNewerMiss(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	st := &slowTags{Store: db.st, read: make(chan struct{}), release: make(chan struct{})}
+	st := &slowTags{Store: db.Store, read: make(chan struct{}), release: make(chan struct{})}
 	g := newGen(t, &slowTagsAfterFirst{slowTags: st}, segment.Config{})
 	done := make(chan error, 1)
 	go func() { done <- g.Refresh(context.Background()) }()
 	<-st.read // the list (empty) is read; the refresh has not applied it yet
-	db.create(t, "mid", 1, 1000)
+	db.Create(t, "mid", 1, 1000)
 	if id := mustGet(t, g, "mid"); id != 1 {
 		t.Fatalf("Get(%q) = %d, want 1", "mid", id)
 	}

@@ -58,11 +58,11 @@ func TestMarksSurviveRestart(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			db := openDB(t, k.dsn(t))
-			db.create(t, "rs", 1, 100)
+			db.Create(t, "rs", 1, 100)
 			path := filepath.Join(t.TempDir(), "segment-marks.json")
 			cfg := fastRetry
 			cfg.Marks = segment.NewFileMarks(path)
-			g1, err := segment.New(context.Background(), db.st, cfg)
+			g1, err := segment.New(context.Background(), db.Store, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,14 +72,14 @@ func TestMarksSurviveRestart(t *testing.T) {
 			}
 			waitNextReady(t, g1, "rs")
 			g1.Close()
-			high := db.maxID(t, "rs")
+			high := db.MaxID(t, "rs")
 			if got := markOf(t, path, "rs"); got != high {
 				t.Fatalf("mark in %s = %d, want max_id %d", path, got, high)
 			}
 
-			db.exec(t, "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'rs'") // the restore
+			db.Exec(t, "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'rs'") // the restore
 			cfg.Marks = segment.NewFileMarks(path)
-			g2 := newGen(t, db.st, cfg)
+			g2 := newGen(t, db.Store, cfg)
 			if st, _ := statsOf(g2, "rs"); st.HighWater != high {
 				t.Fatalf("HighWater after restart = %d, want %d", st.HighWater, high)
 			}
@@ -103,14 +103,14 @@ func TestRefusesUntilFenced(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			db := openDB(t, k.dsn(t))
-			db.create(t, "fence", 1, 100)
+			db.Create(t, "fence", 1, 100)
 			path := filepath.Join(t.TempDir(), "segment-marks.json")
 			logs := &syncBuffer{}
 			cfg := fastRetry
 			cfg.Marks = segment.NewFileMarks(path)
 			cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 			cfg.GrowWindow, cfg.ShrinkWindow = time.Nanosecond, time.Hour // step stays 100
-			g := newGen(t, db.st, cfg)
+			g := newGen(t, db.Store, cfg)
 			seen := map[int64]bool{}
 			take := func(id int64) {
 				t.Helper()
@@ -123,8 +123,8 @@ func TestRefusesUntilFenced(t *testing.T) {
 				take(mustGet(t, g, "fence"))
 			}
 			waitNextReady(t, g, "fence")
-			high := db.maxID(t, "fence") // 401: [301, 401) is next
-			db.exec(t, "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'fence'")
+			high := db.MaxID(t, "fence") // 401: [301, 401) is next
+			db.Exec(t, "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'fence'")
 
 			var err error
 			for err == nil {
@@ -148,7 +148,7 @@ func TestRefusesUntilFenced(t *testing.T) {
 			// The store's max_id is read before allocating: the rewind is
 			// noticed without burning a segment, and while refusing,
 			// retries read max_id and allocate nothing.
-			burned := db.maxID(t, "fence")
+			burned := db.MaxID(t, "fence")
 			if burned != 1 {
 				t.Fatalf("max_id after the refusal = %d, want 1 (nothing allocated)", burned)
 			}
@@ -159,11 +159,11 @@ func TestRefusesUntilFenced(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
-			if got := db.maxID(t, "fence"); got != burned {
+			if got := db.MaxID(t, "fence"); got != burned {
 				t.Fatalf("max_id while refusing went %d -> %d, want no allocation", burned, got)
 			}
 
-			if _, err := db.st.Fence(context.Background(), "fence", high); err != nil {
+			if _, err := db.Store.Fence(context.Background(), "fence", high); err != nil {
 				t.Fatal(err)
 			}
 			var id int64
@@ -229,11 +229,11 @@ func recvMark(t testing.TB, ch <-chan int64) int64 {
 func TestNoIDBeforeMarkDurable(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "dur", 1, 10)
+	db.Create(t, "dur", 1, 10)
 	path := filepath.Join(t.TempDir(), "segment-marks.json")
 	bm := &blockingMarks{Marks: segment.NewFileMarks(path), entered: make(chan int64, 1), release: make(chan struct{})}
 	cfg := segment.Config{Marks: bm, WaitTimeout: 300 * time.Millisecond, LoadTimeout: 300 * time.Millisecond}
-	g := newGen(t, db.st, cfg)
+	g := newGen(t, db.Store, cfg)
 	releaseAll := func() { bm.once.Do(func() { close(bm.release) }) }
 	t.Cleanup(releaseAll) // before g.Close, which waits for the loads
 
@@ -302,8 +302,8 @@ func (failingMarks) StoreAll(context.Context, map[string]int64) error {
 func TestMarkNotStoredRefused(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "full", 1, 10)
-	g := newGen(t, db.st, segment.Config{Marks: failingMarks{}})
+	db.Create(t, "full", 1, 10)
+	g := newGen(t, db.Store, segment.Config{Marks: failingMarks{}})
 	if id, err := g.Get(context.Background(), "full"); err == nil || segment.Code(err) != -3 || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Get(%q) = %d, %v, want -3 naming the Store error", "full", id, err)
 	}
@@ -344,7 +344,7 @@ func TestFileMarks(t *testing.T) {
 			t.Errorf("Load(%q) = nil error, want one", bad)
 		}
 		db := openDB(t, sqliteDB.dsn(t))
-		if g, err := segment.New(ctx, db.st, segment.Config{Marks: segment.NewFileMarks(p)}); err == nil {
+		if g, err := segment.New(ctx, db.Store, segment.Config{Marks: segment.NewFileMarks(p)}); err == nil {
 			g.Close()
 			t.Errorf("New with marks file %q = nil error, want one", bad)
 		}
@@ -361,25 +361,25 @@ func TestRefreshRaisesMarks(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			db := openDB(t, k.dsn(t))
-			db.create(t, "obs", 1, 10)
+			db.Create(t, "obs", 1, 10)
 			cfg := fastRetry
 			cfg.GrowWindow, cfg.ShrinkWindow = time.Nanosecond, time.Hour // step stays 10
 			cfg.RefreshInterval = time.Hour                               // refreshed by hand below
 			pathA := filepath.Join(t.TempDir(), "a.json")
 			cfgA := cfg
 			cfgA.Marks = segment.NewFileMarks(pathA)
-			a := newGen(t, db.st, cfgA)
-			b := newGen(t, db.st, cfg)
+			a := newGen(t, db.Store, cfgA)
+			b := newGen(t, db.Store, cfg)
 			if id := mustGet(t, a, "obs"); id != 1 { // A: [1, 11)
 				t.Fatalf("A first ID = %d, want 1", id)
 			}
-			aMax := db.maxID(t, "obs")
+			aMax := db.MaxID(t, "obs")
 			var fromB []int64
 			for range 5 { // B: the next segments
 				fromB = append(fromB, mustGet(t, b, "obs"))
 			}
 			waitFor(t, "B idle", func() bool { st, _ := statsOf(b, "obs"); return !st.Loading })
-			want := db.maxID(t, "obs") // B may still prefetch later: at least this
+			want := db.MaxID(t, "obs") // B may still prefetch later: at least this
 			if err := a.Refresh(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -391,7 +391,7 @@ func TestRefreshRaisesMarks(t *testing.T) {
 				mustGet(t, a, "obs")
 			}
 			waitFor(t, "A idle", func() bool { st, _ := statsOf(a, "obs"); return !st.Loading })
-			db.exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'obs'", aMax)
+			db.Exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'obs'", aMax)
 			for range 30 {
 				id, err := a.Get(context.Background(), "obs")
 				if err == nil && slices.Contains(fromB, id) {

@@ -15,9 +15,9 @@ import (
 func TestStatsView(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "v", 1, 100)
-	db.create(t, "idle", 1, 100)
-	g := newGen(t, db.st, segment.Config{Clock: clocktest.New(t0)})
+	db.Create(t, "v", 1, 100)
+	db.Create(t, "idle", 1, 100)
+	g := newGen(t, db.Store, segment.Config{Clock: clocktest.New(t0)})
 
 	if st, ok := statsOf(g, "idle"); !ok || st.InitOK || st.Issued != 0 {
 		t.Fatalf("Stats of an unused tag = %+v, %v; want cached, not initialised", st, ok)
@@ -56,8 +56,8 @@ func TestStatsView(t *testing.T) {
 func TestCloseLeavesNoGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "l", 1, 10)
-	g, err := segment.New(context.Background(), db.st, segment.Config{})
+	db.Create(t, "l", 1, 10)
+	g, err := segment.New(context.Background(), db.Store, segment.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +65,6 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		mustGet(t, g, "l")
 	}
 	g.Close()
-	db.st.Close()
-	db.raw.Close()
+	db.Store.Close()
+	db.Raw.Close()
 }

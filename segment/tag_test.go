@@ -34,8 +34,8 @@ func TestTagAndGetUnique(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			db := openDB(t, k.dsn(t))
-			db.create(t, "hot", 1, 10)
-			g := newGen(t, db.st, segment.Config{WaitTimeout: 5 * time.Second})
+			db.Create(t, "hot", 1, 10)
+			g := newGen(t, db.Store, segment.Config{WaitTimeout: 5 * time.Second})
 			handles := []*segment.Tag{mustTag(t, g, "hot"), mustTag(t, g, "hot")}
 			const workers, each = 48, 500
 			ids := make([][]int64, workers)
@@ -68,7 +68,7 @@ func TestTagAndGetUnique(t *testing.T) {
 			if t.Failed() {
 				return
 			}
-			maxID := db.maxID(t, "hot")
+			maxID := db.MaxID(t, "hot")
 			checkUnique(t, ids, maxID, workers*each)
 			if st, _ := statsOf(g, "hot"); st.Issued != workers*each {
 				t.Errorf("Stats Issued = %d, want %d (handles count like Get)", st.Issued, workers*each)
@@ -82,8 +82,8 @@ func TestTagAndGetUnique(t *testing.T) {
 func TestTagResolve(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "known", 1, 100)
-	cs := &countingStore{Store: db.st}
+	db.Create(t, "known", 1, 100)
+	cs := &countingStore{Store: db.Store}
 	// The clock stands still: the limiter never refills its two tokens.
 	g := newGen(t, cs, segment.Config{Clock: clocktest.New(t0), MissLookupRate: 1, MissLookupBurst: 2})
 	ctx := context.Background()
@@ -91,7 +91,7 @@ func TestTagResolve(t *testing.T) {
 	if id, err := mustTag(t, g, "known").Get(ctx); err != nil || id != 1 {
 		t.Fatalf("Tag(%q).Get = %d, %v, want 1", "known", id, err)
 	}
-	db.create(t, "inserted", 41, 100)
+	db.Create(t, "inserted", 41, 100)
 	h := mustTag(t, g, "inserted") // miss lookup: loads the first segment
 	if st, ok := statsOf(g, "inserted"); !ok || !st.InitOK {
 		t.Fatalf("after Tag(%q): cached %v InitOK %v, want a loaded buffer", "inserted", ok, st.InitOK)
@@ -111,7 +111,7 @@ func TestTagResolve(t *testing.T) {
 			t.Fatalf("Tag(%q) = %v, want ErrTagNotFound (-2)", "no-such-tag", err)
 		}
 	}
-	if got := cs.allocs.Load(); got != 3 {
+	if got := cs.Allocs.Load(); got != 3 {
 		t.Errorf("Allocate calls = %d, want 3 (known, inserted, one lookup of no-such-tag)", got)
 	}
 	if _, ok := statsOf(g, "no-such-tag"); ok {
@@ -125,16 +125,16 @@ func TestTagResolve(t *testing.T) {
 func TestTagDropped(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "gone", 1, 1000)
+	db.Create(t, "gone", 1, 1000)
 	clk := clocktest.New(t0)
-	g := newGen(t, db.st, segment.Config{Clock: clk})
+	g := newGen(t, db.Store, segment.Config{Clock: clk})
 	ctx := context.Background()
 	h := mustTag(t, g, "gone")
 	if id, err := h.Get(ctx); err != nil || id != 1 {
 		t.Fatalf("Tag(%q).Get = %d, %v, want 1", "gone", id, err)
 	}
 
-	if err := db.st.Delete(ctx, "gone"); err != nil {
+	if err := db.Store.Delete(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Refresh(ctx); err != nil {
@@ -153,7 +153,7 @@ func TestTagDropped(t *testing.T) {
 
 	// Re-created above what was handed out: the same handle serves again
 	// once the miss is no longer remembered (two seconds).
-	db.create(t, "gone", 5001, 1000)
+	db.Create(t, "gone", 5001, 1000)
 	if _, err := h.Get(ctx); !errors.Is(err, segment.ErrTagNotFound) {
 		t.Fatalf("Tag(%q).Get right after re-create = %v, want ErrTagNotFound (miss remembered)", "gone", err)
 	}
@@ -175,13 +175,13 @@ func TestTagDropped(t *testing.T) {
 func TestTagDroppedByLoad(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "gone", 1, 10)
-	g := newGen(t, db.st, segment.Config{})
+	db.Create(t, "gone", 1, 10)
+	g := newGen(t, db.Store, segment.Config{})
 	h := mustTag(t, g, "gone")
 	if _, err := h.Get(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.st.Delete(context.Background(), "gone"); err != nil {
+	if err := db.Store.Delete(context.Background(), "gone"); err != nil {
 		t.Fatal(err)
 	}
 	// The second ID is past the 10% mark: its prefetch finds the row gone.
@@ -203,8 +203,8 @@ func TestTagDroppedByLoad(t *testing.T) {
 func TestTagRecreatedLower(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "again", 1, 100)
-	g := newGen(t, db.st, fastRetry)
+	db.Create(t, "again", 1, 100)
+	g := newGen(t, db.Store, fastRetry)
 	ctx := context.Background()
 	h := mustTag(t, g, "again")
 	seen := map[int64]bool{}
@@ -216,14 +216,14 @@ func TestTagRecreatedLower(t *testing.T) {
 		seen[id] = true
 	}
 	waitNextReady(t, g, "again")
-	high := db.maxID(t, "again")
-	if err := db.st.Delete(ctx, "again"); err != nil {
+	high := db.MaxID(t, "again")
+	if err := db.Store.Delete(ctx, "again"); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Refresh(ctx); err != nil {
 		t.Fatalf("Refresh: %v", err)
 	}
-	db.create(t, "again", 1, 100)
+	db.Create(t, "again", 1, 100)
 
 	_, err := h.Get(ctx)
 	if !errors.Is(err, segment.ErrRewound) || segment.Code(err) != -3 {
@@ -249,8 +249,8 @@ func TestTagRecreatedLower(t *testing.T) {
 func TestTagAfterClose(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "c", 1, 1000)
-	g := newGen(t, db.st, segment.Config{})
+	db.Create(t, "c", 1, 1000)
+	g := newGen(t, db.Store, segment.Config{})
 	ctx := context.Background()
 	h := mustTag(t, g, "c")
 	if _, err := h.Get(ctx); err != nil {
@@ -274,8 +274,8 @@ func TestTagAfterClose(t *testing.T) {
 func TestTagDuringClose(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "c", 1, 50)
-	g := newGen(t, db.st, segment.Config{})
+	db.Create(t, "c", 1, 50)
+	g := newGen(t, db.Store, segment.Config{})
 	h := mustTag(t, g, "c")
 	var (
 		mu     sync.Mutex
@@ -348,8 +348,8 @@ func (s *gateStore) Rows(ctx context.Context) ([]store.Row, error) {
 func TestTagDroppedDuringLoad(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	db.create(t, "x", 1, 100)
-	gs := &gateStore{Store: db.st, tag: "x", entered: make(chan struct{}), release: make(chan struct{})}
+	db.Create(t, "x", 1, 100)
+	gs := &gateStore{Store: db.Store, tag: "x", entered: make(chan struct{}), release: make(chan struct{})}
 	g := newGen(t, gs, segment.Config{})
 	ctx := context.Background()
 	h := mustTag(t, g, "x") // listed by the first refresh: no load yet

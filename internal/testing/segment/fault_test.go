@@ -22,7 +22,7 @@ func TestDatabaseCut(t *testing.T) {
 	ctx := context.Background()
 	direct := postgresDB.dsn(t)
 	db := openDB(t, direct)
-	db.create(t, "cut", 1, 100)
+	db.Create(t, "cut", 1, 100)
 	var px *faultproxy.Proxy
 	proxied := viaProxy(t, direct, func(upstream string) string {
 		px = faultproxy.Start(t, upstream)
@@ -45,7 +45,7 @@ func TestDatabaseCut(t *testing.T) {
 		seen[want] = true
 	}
 	waitNextReady(t, g, "cut")
-	maxBefore := db.maxID(t, "cut") // 201: segments [1,101) and [101,201) are ours
+	maxBefore := db.MaxID(t, "cut") // 201: segments [1,101) and [101,201) are ours
 	px.Cut()
 
 	served := 0
@@ -102,7 +102,7 @@ func TestWaitsThroughSlowDatabase(t *testing.T) {
 	ctx := context.Background()
 	direct := postgresDB.dsn(t)
 	db := openDB(t, direct)
-	db.create(t, "lag", 1, 10)
+	db.Create(t, "lag", 1, 10)
 	var px *faultproxy.Proxy
 	proxied := viaProxy(t, direct, func(upstream string) string {
 		px = faultproxy.Start(t, upstream)
@@ -141,7 +141,7 @@ func TestWaitsThroughSlowDatabase(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	t.Logf("%d IDs through a 50ms link in %v with %d allocations", len(seen), time.Since(start), cs.allocs.Load())
+	t.Logf("%d IDs through a 50ms link in %v with %d allocations", len(seen), time.Since(start), cs.Allocs.Load())
 	if len(seen) != workers*each+1 {
 		t.Fatalf("got %d IDs, want %d", len(seen), workers*each+1)
 	}
@@ -155,7 +155,7 @@ func TestStartWithDatabaseDown(t *testing.T) {
 	ctx := context.Background()
 	direct := postgresDB.dsn(t)
 	db := openDB(t, direct)
-	db.create(t, "early", 1, 100)
+	db.Create(t, "early", 1, 100)
 	var px *faultproxy.Proxy
 	proxied := viaProxy(t, direct, func(upstream string) string {
 		px = faultproxy.Start(t, upstream)

@@ -1,28 +1,13 @@
 package segment_test
 
 import (
-	"context"
-	"database/sql"
-	"fmt"
-	"log/slog"
-	"net/url"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	_ "github.com/go-sql-driver/mysql" // raw SQL on the MySQL test database
-	_ "github.com/jackc/pgx/v5/stdlib" // raw SQL on the PostgreSQL test database
 	"go.uber.org/goleak"
 
 	"github.com/leaf-go/leaf/internal/dbtest"
-	"github.com/leaf-go/leaf/segment"
-	"github.com/leaf-go/leaf/store"
-	"github.com/leaf-go/leaf/store/dsn"
-	_ "github.com/leaf-go/leaf/store/sqlite" // registers the "sqlite" database/sql driver
+	"github.com/leaf-go/leaf/internal/segtest"
 )
-
-// The helpers below are copies of those in segment/helpers_test.go that the
-// tests of this package use; keep them in step.
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
@@ -37,150 +22,20 @@ type dbKind struct {
 
 var postgresDB = dbKind{"postgres", dbtest.Postgres}
 
-// testDB is an opened store plus a second, raw connection to the same
-// database for what the store does not offer (changing max_id, row locks).
-type testDB struct {
-	dsn string
-	st  store.Store
-	raw *sql.DB
-}
+// The shared helpers live in internal/segtest (the test module's segment
+// tests use them too); these names keep the tests short.
+type (
+	testDB        = segtest.DB
+	countingStore = segtest.CountingStore
+)
 
-func openDB(t testing.TB, dsnStr string) *testDB {
-	t.Helper()
-	ctx := context.Background()
-	st, err := dsn.Open(ctx, dsnStr, true)
-	if err != nil {
-		t.Fatalf("dsn.Open(%s): %v", dsn.Redact(dsnStr), err)
-	}
-	t.Cleanup(func() { st.Close() })
-	c, err := dsn.Parse(dsnStr)
-	if err != nil {
-		t.Fatalf("dsn.Parse: %v", err)
-	}
-	driver, source := "", c.DSN
-	switch c.Dialect {
-	case dsn.SQLite:
-		driver, source = "sqlite", c.DSN+"?_pragma=busy_timeout(5000)"
-	case dsn.Postgres:
-		driver = "pgx"
-	case dsn.MySQL:
-		driver = "mysql"
-	}
-	raw, err := sql.Open(driver, source)
-	if err != nil {
-		t.Fatalf("sql.Open(%s): %v", driver, err)
-	}
-	t.Cleanup(func() { raw.Close() })
-	return &testDB{dsn: dsnStr, st: st, raw: raw}
-}
+var (
+	openDB        = segtest.OpenDB
+	newGen        = segtest.NewGen
+	mustGet       = segtest.MustGet
+	statsOf       = segtest.StatsOf
+	waitFor       = segtest.WaitFor
+	waitNextReady = segtest.WaitNextReady
+)
 
-// create inserts a leaf_alloc row through the store.
-func (d *testDB) create(t testing.TB, tag string, maxID, step int64) {
-	t.Helper()
-	if err := d.st.Create(context.Background(), store.Row{BizTag: tag, MaxID: maxID, Step: step}); err != nil {
-		t.Fatalf("Create(%q, %d, %d): %v", tag, maxID, step, err)
-	}
-}
-
-// maxID reads the row's max_id.
-func (d *testDB) maxID(t testing.TB, tag string) int64 {
-	t.Helper()
-	var v int64
-	q := fmt.Sprintf("SELECT max_id FROM leaf_alloc WHERE biz_tag = '%s'", tag)
-	if err := d.raw.QueryRowContext(context.Background(), q).Scan(&v); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return v
-}
-
-// newGen starts a Generator that is closed when the test ends.
-func newGen(t testing.TB, st segment.Store, cfg segment.Config) *segment.Generator {
-	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
-	}
-	g, err := segment.New(context.Background(), st, cfg)
-	if err != nil {
-		t.Fatalf("segment.New: %v", err)
-	}
-	t.Cleanup(func() { g.Close() })
-	return g
-}
-
-func mustGet(t testing.TB, g *segment.Generator, tag string) int64 {
-	t.Helper()
-	id, err := g.Get(context.Background(), tag)
-	if err != nil {
-		t.Fatalf("Get(%q) = %v, want an ID", tag, err)
-	}
-	return id
-}
-
-// statsOf returns the buffer stats of tag and whether the tag is cached.
-func statsOf(g *segment.Generator, tag string) (segment.BufferStats, bool) {
-	for _, s := range g.Stats() {
-		if s.BizTag == tag {
-			return s, true
-		}
-	}
-	return segment.BufferStats{}, false
-}
-
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// waitNextReady waits until the prefetched segment of tag is ready.
-func waitNextReady(t testing.TB, g *segment.Generator, tag string) segment.BufferStats {
-	t.Helper()
-	var st segment.BufferStats
-	waitFor(t, tag+" next segment", func() bool {
-		st, _ = statsOf(g, tag)
-		return st.NextReady
-	})
-	return st
-}
-
-// countingStore passes every call to a real store and counts them, so tests
-// can see how often the generator went to the database.
-type countingStore struct {
-	segment.Store
-	allocs atomic.Int64
-	rows   atomic.Int64
-	maxIDs atomic.Int64
-}
-
-func (c *countingStore) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
-	c.allocs.Add(1)
-	return c.Store.Allocate(ctx, tag, step)
-}
-
-func (c *countingStore) Rows(ctx context.Context) ([]store.Row, error) {
-	c.rows.Add(1)
-	return c.Store.Rows(ctx)
-}
-
-func (c *countingStore) MaxID(ctx context.Context, tag string) (int64, error) {
-	c.maxIDs.Add(1)
-	return c.Store.MaxID(ctx, tag)
-}
-
-// viaProxy returns dsnStr with its host:port replaced by proxy, and the
-// original host:port.
-func viaProxy(t testing.TB, dsnStr string, proxy func(upstream string) string) string {
-	t.Helper()
-	u, err := url.Parse(dsnStr)
-	if err != nil || u.Host == "" {
-		t.Fatalf("cannot route %s through a proxy", dsn.Redact(dsnStr))
-	}
-	u.Host = proxy(u.Host)
-	return u.String()
-}
+var viaProxy = segtest.ViaProxy
