@@ -25,11 +25,11 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/leaf-go/leaf/internal/dbtest"
+	"github.com/leaf-go/leaf/internal/servertest"
 	"github.com/leaf-go/leaf/internal/zktest"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/snowflake/zkworker"
 	"github.com/leaf-go/leaf/store"
-	"github.com/leaf-go/leaf/store/dsn"
 )
 
 // TestDefaultStartServesDemoTag is the README's first command: no settings,
@@ -238,30 +238,11 @@ func testDSN(t *testing.T, kind, dir string) string {
 	}
 }
 
-func openStore(t *testing.T, dsnStr string) store.Store {
-	t.Helper()
-	st, err := dsn.Open(context.Background(), dsnStr, true)
-	if err != nil {
-		t.Fatalf("open %s: %v", dsn.Redact(dsnStr), err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
-func maxID(t *testing.T, st store.Store, tag string) int64 {
-	t.Helper()
-	rows, err := st.Rows(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rows {
-		if r.BizTag == tag {
-			return r.MaxID
-		}
-	}
-	t.Fatalf("tag %q not in leaf_alloc", tag)
-	return 0
-}
+// openStore and maxID: see internal/servertest.
+var (
+	openStore = servertest.OpenStore
+	maxID     = servertest.MaxID
+)
 
 func rawDB(t *testing.T, kind, dsnStr string) *sql.DB {
 	t.Helper()

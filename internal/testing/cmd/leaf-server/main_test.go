@@ -9,13 +9,7 @@ import (
 	"testing"
 
 	"github.com/leaf-go/leaf/internal/servertest"
-	"github.com/leaf-go/leaf/store"
-	"github.com/leaf-go/leaf/store/dsn"
 )
-
-// The helpers below are copies of those in cmd/leaf-server/proc_test.go and
-// cmd/leaf-server/e2e_test.go that the tests of this package use; keep them
-// in step.
 
 // serverBin is the leaf-server binary built once by TestMain (with -race
 // when the tests run with it).
@@ -40,27 +34,8 @@ func (p *proc) get(ctx context.Context, path string) (int, string, error) {
 	return p.Get(ctx, path)
 }
 
-func openStore(t *testing.T, dsnStr string) store.Store {
-	t.Helper()
-	st, err := dsn.Open(context.Background(), dsnStr, true)
-	if err != nil {
-		t.Fatalf("open %s: %v", dsn.Redact(dsnStr), err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
-func maxID(t *testing.T, st store.Store, tag string) int64 {
-	t.Helper()
-	rows, err := st.Rows(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rows {
-		if r.BizTag == tag {
-			return r.MaxID
-		}
-	}
-	t.Fatalf("tag %q not in leaf_alloc", tag)
-	return 0
-}
+// openStore and maxID: see internal/servertest.
+var (
+	openStore = servertest.OpenStore
+	maxID     = servertest.MaxID
+)
