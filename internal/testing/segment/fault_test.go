@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-go/leaf/internal/segtest"
 	"github.com/leaf-go/leaf/internal/testing/faultproxy"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store/dsn"
@@ -21,10 +22,10 @@ func TestDatabaseCut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	direct := postgresDB.dsn(t)
-	db := openDB(t, direct)
+	db := segtest.OpenDB(t, direct)
 	db.Create(t, "cut", 1, 100)
 	var px *faultproxy.Proxy
-	proxied := viaProxy(t, direct, func(upstream string) string {
+	proxied := segtest.ViaProxy(t, direct, func(upstream string) string {
 		px = faultproxy.Start(t, upstream)
 		return px.Addr()
 	})
@@ -34,17 +35,17 @@ func TestDatabaseCut(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	const wait = 300 * time.Millisecond
-	g := newGen(t, st, segment.Config{WaitTimeout: wait, LoadTimeout: time.Second,
+	g := segtest.NewGen(t, st, segment.Config{WaitTimeout: wait, LoadTimeout: time.Second,
 		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
 
 	seen := map[int64]bool{}
 	for want := int64(1); want <= 20; want++ {
-		if id := mustGet(t, g, "cut"); id != want {
+		if id := segtest.MustGet(t, g, "cut"); id != want {
 			t.Fatalf("Get(%q) = %d, want %d", "cut", id, want)
 		}
 		seen[want] = true
 	}
-	waitNextReady(t, g, "cut")
+	segtest.WaitNextReady(t, g, "cut")
 	maxBefore := db.MaxID(t, "cut") // 201: segments [1,101) and [101,201) are ours
 	px.Cut()
 
@@ -73,7 +74,7 @@ func TestDatabaseCut(t *testing.T) {
 	if err := g.Refresh(ctx); err == nil {
 		t.Errorf("Refresh with the DB cut = nil, want an error")
 	}
-	if _, ok := statsOf(g, "cut"); !ok {
+	if _, ok := segtest.StatsOf(g, "cut"); !ok {
 		t.Fatalf("tag dropped by a failed refresh")
 	}
 
@@ -101,10 +102,10 @@ func TestWaitsThroughSlowDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	direct := postgresDB.dsn(t)
-	db := openDB(t, direct)
+	db := segtest.OpenDB(t, direct)
 	db.Create(t, "lag", 1, 10)
 	var px *faultproxy.Proxy
-	proxied := viaProxy(t, direct, func(upstream string) string {
+	proxied := segtest.ViaProxy(t, direct, func(upstream string) string {
 		px = faultproxy.Start(t, upstream)
 		return px.Addr()
 	})
@@ -113,9 +114,9 @@ func TestWaitsThroughSlowDatabase(t *testing.T) {
 		t.Fatalf("open via proxy: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
-	cs := &countingStore{Store: st}
-	g := newGen(t, cs, segment.Config{WaitTimeout: 5 * time.Second})
-	mustGet(t, g, "lag")
+	cs := &segtest.CountingStore{Store: st}
+	g := segtest.NewGen(t, cs, segment.Config{WaitTimeout: 5 * time.Second})
+	segtest.MustGet(t, g, "lag")
 	px.Delay(t, 50*time.Millisecond)
 
 	const workers, each = 16, 100
@@ -154,10 +155,10 @@ func TestStartWithDatabaseDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	direct := postgresDB.dsn(t)
-	db := openDB(t, direct)
+	db := segtest.OpenDB(t, direct)
 	db.Create(t, "early", 1, 100)
 	var px *faultproxy.Proxy
-	proxied := viaProxy(t, direct, func(upstream string) string {
+	proxied := segtest.ViaProxy(t, direct, func(upstream string) string {
 		px = faultproxy.Start(t, upstream)
 		return px.Addr()
 	})
@@ -167,7 +168,7 @@ func TestStartWithDatabaseDown(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	px.Cut()
-	g := newGen(t, st, segment.Config{LoadTimeout: time.Second,
+	g := segtest.NewGen(t, st, segment.Config{LoadTimeout: time.Second,
 		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
 	if g.Ready() {
 		t.Fatal("Ready() = true with the database cut")
@@ -176,8 +177,8 @@ func TestStartWithDatabaseDown(t *testing.T) {
 		t.Fatalf("Get(%q) with the database cut before any tag list = %v, want -1", "early", err)
 	}
 	px.Restore(t)
-	waitFor(t, "Ready after the database came back", g.Ready)
-	if id := mustGet(t, g, "early"); id < 1 {
+	segtest.WaitFor(t, "Ready after the database came back", g.Ready)
+	if id := segtest.MustGet(t, g, "early"); id < 1 {
 		t.Fatalf("Get(%q) = %d, want an ID", "early", id)
 	}
 }
