@@ -66,6 +66,7 @@ func TestHarness(t *testing.T) {
 	}
 	section("segment", func(t *testing.T) { segmentSection(t, rep, benchtime, count) })
 	section("http", func(t *testing.T) { httpSection(t, rep, sh) })
+	section("wrk", func(t *testing.T) { wrkSection(t, rep) })
 	section("alternatives", func(t *testing.T) { alternativesSection(t, rep, sh) })
 	section("snowflake", func(t *testing.T) { snowflakeSection(t, rep, benchtime, count) })
 	section("slowdb", func(t *testing.T) { slowDBSection(t, rep) })
