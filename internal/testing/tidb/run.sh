@@ -104,7 +104,7 @@ cleanup() {
 }
 trap cleanup EXIT
 "$bin" -store unistore -path "" -host 127.0.0.1 -P "$TIDB_PORT" -status "$TIDB_STATUS_PORT" \
-	-log-file "$run/tidb.log" -tmp-storage-path "$run/tmp" >"$run/stdout.log" 2>&1 &
+	-log-file "$run/tidb.log" >"$run/stdout.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 120); do
 	if curl -fsS "http://127.0.0.1:$TIDB_STATUS_PORT/status" >/dev/null 2>&1; then
