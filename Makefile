@@ -17,7 +17,7 @@ GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # How long `make fuzz` fuzzes each target: make fuzz FUZZTIME=1m.
 FUZZTIME ?= 10s
 
-.PHONY: run build check test faults bench pgo lint fuzz clean
+.PHONY: run build check test faults bench pgo lint fuzz clean tidb
 
 run:
 	$(GO) run ./cmd/leaf-server
@@ -60,6 +60,15 @@ faults:
 # and MariaDB as `make test` does; about 5 minutes on 2 cores.
 bench:
 	cd internal/testing && $(GO) test -v -count=1 -timeout 15m -run '^TestHarness$$' ./bench/ -args -harness -out $(CURDIR)/BENCHMARKS.md
+
+# tidb: not part of `make test`. Builds tidb-server from the Go module proxy
+# at one pinned version (TIDB_VERSION, TiDB v8.5.1) in a scratch module
+# outside this repository, caches the binary in ~/.cache/leaf-go/tidb (the
+# first build takes about 25 minutes on 2 cores and ~2 GB of module cache),
+# starts it on unistore on 127.0.0.1:24000 and runs TestTiDB against it in
+# pessimistic and optimistic modes (internal/testing/tidb/run.sh).
+tidb:
+	GO=$(GO) bash internal/testing/tidb/run.sh
 
 # pgo: rewrite cmd/leaf-server/default.pgo, the CPU profile `go build` uses
 # for leaf-server (profile-guided optimization), from a server under load on

@@ -9,9 +9,10 @@ var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 // registerMetrics registers leaf-go's collectors on d.Registerer: the HTTP
 // request metrics (metrics_http.go), the per-tag segment collector with the
 // request errors and d.LoadMetrics when tr is not nil (metrics_segment.go),
-// and the snowflake collector when d.Snowflake is not nil
-// (metrics_snowflake.go). tr is the segment tracker, nil when segment mode
-// is off. It returns the request middleware's state, nil without a
+// leaf_store_retries_total when d.Store counts its retries
+// (metrics_store.go), and the snowflake collector when d.Snowflake is not
+// nil (metrics_snowflake.go). tr is the segment tracker, nil when segment
+// mode is off. It returns the request middleware's state, nil without a
 // Registerer. It panics when the registerer refuses the collectors, as
 // prometheus.MustRegister does: that is a wiring mistake, such as two
 // handlers on one registry.
@@ -25,6 +26,9 @@ func registerMetrics(d Deps, tr *tracker) *httpMetrics {
 	if tr != nil {
 		m.segErrs = newTagErrors(tr.isServed)
 		reg.MustRegister(newSegmentCollector(tr, m.segErrs, d.LoadMetrics))
+	}
+	if rc, ok := d.Store.(retryCounter); ok {
+		reg.MustRegister(newStoreRetryCollector(rc))
 	}
 	if d.Snowflake != nil {
 		source := "unknown"

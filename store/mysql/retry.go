@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leaf-go/leaf/store"
 )
 
 // Error numbers on which a transaction is re-run whole (docs/contract.md §8).
@@ -57,6 +59,14 @@ const (
 var retryCodes = [...]uint16{
 	erWsrepNotReady, erLockWaitTimeout, erLockDeadlock,
 	tidbForUpdateConflict, tidbStaleWriteConflict, tidbTxnRetryable, tidbSchemaChanged, tidbWriteConflict,
+}
+
+// retryCauseNames are the [store.RetryCauses] of retryCodes, index for
+// index, then of a lost connection.
+var retryCauseNames = [numCauses]string{
+	store.RetryNodeNotReady, store.RetryLockWaitTimeout, store.RetryDeadlock,
+	store.RetryWriteConflict, store.RetryWriteConflict, store.RetryWriteConflict, store.RetrySchemaChanged, store.RetryWriteConflict,
+	store.RetryConnection,
 }
 
 // causeConn is the RetryStats key, and the retryCause index past
@@ -166,6 +176,20 @@ func (s *Store) RetryStats() map[string]uint64 {
 		m[strconv.Itoa(int(c))] = s.retries[i].Load()
 	}
 	m[causeConn] = s.retries[len(retryCodes)].Load()
+	return m
+}
+
+// RetryCounts returns how many times the store re-ran a transaction since
+// Open, per [store.RetryCauses] name: RetryStats summed by cause (1213 is
+// "deadlock", 1205 "lock_wait_timeout", 1047 "node_not_ready", TiDB's 8002,
+// 8005, 8022 and 9007 "write_conflict", 8028 "schema_changed", a lost
+// connection "connection"). Every cause this store can meet is present, zero
+// or not. api reads it for leaf_store_retries_total. Safe for concurrent use.
+func (s *Store) RetryCounts() map[string]uint64 {
+	m := make(map[string]uint64, numCauses)
+	for i, name := range retryCauseNames {
+		m[name] += s.retries[i].Load()
+	}
 	return m
 }
 

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leaf-go/leaf/store"
 )
 
 // TestRetryCause covers the codes that the local MariaDB cannot be made to
@@ -68,6 +72,32 @@ func TestRetryStatsKeys(t *testing.T) {
 	got := s.RetryStats()
 	if len(got) != numCauses || got["1213"] != 3 || got["conn"] != 0 {
 		t.Errorf("RetryStats() = %v, want every cause, 1213 = 3", got)
+	}
+}
+
+// TestRetryCounts: RetryStats summed per store.RetryCauses name, every
+// name one of those.
+func TestRetryCounts(t *testing.T) {
+	var s Store
+	for i, c := range retryCodes {
+		s.retries[i].Add(uint64(c)) // a distinct count per code
+	}
+	s.retries[len(retryCodes)].Add(5)
+	want := map[string]uint64{
+		store.RetryNodeNotReady:    1047,
+		store.RetryLockWaitTimeout: 1205,
+		store.RetryDeadlock:        1213,
+		store.RetryWriteConflict:   8002 + 8005 + 8022 + 9007,
+		store.RetrySchemaChanged:   8028,
+		store.RetryConnection:      5,
+	}
+	if got := s.RetryCounts(); !maps.Equal(got, want) {
+		t.Errorf("RetryCounts() = %v, want %v", got, want)
+	}
+	for name := range s.RetryCounts() {
+		if !slices.Contains(store.RetryCauses(), name) {
+			t.Errorf("RetryCounts() has %q, not one of store.RetryCauses()", name)
+		}
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leaf-go/leaf/store"
 )
 
 // retryCodes are the SQLSTATEs on which a statement is re-run
@@ -26,6 +28,10 @@ import (
 //     (a gap, never a duplicate), or, for a claim, leave one more worker ID
 //     leased to this owner until its TTL expires.
 var retryCodes = [...]string{"40001", "40P01", "40003"}
+
+// retryCauseNames are the [store.RetryCauses] of retryCodes, index for
+// index.
+var retryCauseNames = [len(retryCodes)]string{store.RetryWriteConflict, store.RetryDeadlock, store.RetryAmbiguousCommit}
 
 // retryCounters is Store's per-cause retry count, indexed as retryCodes.
 type retryCounters [len(retryCodes)]atomic.Uint64
@@ -78,6 +84,19 @@ func (s *Store) RetryStats() map[string]uint64 {
 	m := make(map[string]uint64, len(retryCodes))
 	for i, c := range retryCodes {
 		m[c] = s.retries[i].Load()
+	}
+	return m
+}
+
+// RetryCounts returns how many times the store re-ran a statement since
+// Open, per [store.RetryCauses] name: 40001 is "write_conflict", 40P01
+// "deadlock", 40003 "ambiguous_commit". Every cause this store can meet is
+// present, zero or not. api reads it for leaf_store_retries_total. Safe for
+// concurrent use.
+func (s *Store) RetryCounts() map[string]uint64 {
+	m := make(map[string]uint64, len(retryCodes))
+	for i, name := range retryCauseNames {
+		m[name] += s.retries[i].Load()
 	}
 	return m
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/galera"
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
 
@@ -63,25 +64,39 @@ func TestGalera(t *testing.T) {
 			tag := "many" + strconv.FormatInt(step, 10)
 			d.create(t, tag, 1, step)
 			base.create(t, tag, 1, step)
-			before := conflicts(t, c)
+			before, retriesBefore := conflicts(t, c), serverRetries(t, servers)
 			gl := loadFor(servers, tag, 3, run, wait)
-			after := conflicts(t, c)
+			after, retriesAfter := conflicts(t, c), serverRetries(t, servers)
+			baseBefore := serverRetries(t, baseServers)
 			bl := loadFor(baseServers, tag, 3, run, wait)
+			baseAfter := serverRetries(t, baseServers)
 			r := check(t, gl, d, tag)
 			if len(r.Errors) > 0 {
 				t.Errorf("step %d: errors %v with every node up, want none", step, r.Errors)
 			}
 			rb := check(t, bl, base, tag)
+			// The servers' own count of re-runs (leaf_store_retries_total):
+			// each Galera conflict reaches the store as 1213, a deadlock.
+			deadlocks := retriesAfter[store.RetryDeadlock] - retriesBefore[store.RetryDeadlock]
+			if after > before && deadlocks == 0 {
+				t.Errorf("step %d: %d Galera conflicts, but the servers counted no deadlock retry on /metrics", step, after-before)
+			}
+			var reruns, baseReruns uint64
+			for _, cause := range store.RetryCauses() {
+				reruns += retriesAfter[cause] - retriesBefore[cause]
+				baseReruns += baseAfter[cause] - baseBefore[cause]
+			}
 			perM := 0.0
 			if r.IDs > 0 {
-				perM = float64(after-before) / float64(r.IDs) * 1e6
+				perM = float64(reruns) / float64(r.IDs) * 1e6
 			}
 			r.Scenario = "11 Galera: many servers, 3 nodes (multi-master)"
 			r.Size = fmt.Sprintf("3 servers on 3 nodes, step %d, 3 clients per server, %v", step, run)
 			r.Recovery = "n/a"
-			r.Note = fmt.Sprintf("%d committed segments; %d Galera conflicts (certification failures and brute-force aborts, each a transaction the store re-ran: %.0f per 10^6 IDs); "+
-				"baseline 3 servers on one MariaDB: %d IDs (Galera/MariaDB = %.2f)",
-				len(d.ranges(t, tag)), after-before, perM, rb.IDs, float64(r.IDs)/float64(max(rb.IDs, 1)))
+			r.Note = fmt.Sprintf("%d committed segments; %d Galera conflicts (certification failures and brute-force aborts); "+
+				"%d transactions re-run by the servers (leaf_store_retries_total: %d deadlock; %.0f per 10^6 IDs); "+
+				"baseline 3 servers on one MariaDB: %d IDs (Galera/MariaDB = %.2f), %d re-run",
+				len(d.ranges(t, tag)), after-before, reruns, deadlocks, perM, rb.IDs, float64(r.IDs)/float64(max(rb.IDs, 1)), baseReruns)
 			r.Cmd = "go test -race -count=1 -run '^TestGalera$/^many-servers$' ./faults/"
 			report.add(t, r)
 		}
