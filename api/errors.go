@@ -77,11 +77,21 @@ func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
 // requires, listing the methods the path serves. chi passes those only to its
 // own 405 handler, so they are looked up again here. A method chi does not
 // know (e.g. BREW) on a path that serves nothing is a 404.
+//
+// The route's pattern goes into chi's route context when chi left it empty
+// (it records none for a method it refused), so that /metrics labels the
+// 405 with its route rather than "unmatched".
 func (h *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	allow := h.allowed(r)
 	if allow == "" {
 		h.notFound(w, r)
 		return
+	}
+	if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePattern() == "" {
+		first, _, _ := strings.Cut(allow, ",")
+		if p := h.router.Find(chi.NewRouteContext(), first, routingPath(r)); p != "" {
+			rctx.RoutePatterns = append(rctx.RoutePatterns, p)
+		}
 	}
 	w.Header().Set("Allow", allow)
 	msg := "method " + r.Method + " not allowed on " + r.URL.Path + " (allowed: " + allow + ")"
@@ -99,10 +109,7 @@ var allowMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, ht
 // allowed returns the methods of allowMethods that r's path is routed for,
 // comma-separated; "" when none.
 func (h *handler) allowed(r *http.Request) string {
-	path := r.URL.RawPath // chi routes on the escaped path when there is one
-	if path == "" {
-		path = r.URL.Path
-	}
+	path := routingPath(r)
 	var b strings.Builder
 	for _, m := range allowMethods {
 		if !h.router.Match(chi.NewRouteContext(), m, path) {
@@ -114,6 +121,14 @@ func (h *handler) allowed(r *http.Request) string {
 		b.WriteString(m)
 	}
 	return b.String()
+}
+
+// routingPath is the path chi routes r on: the escaped one when there is one.
+func routingPath(r *http.Request) string {
+	if r.URL.RawPath != "" {
+		return r.URL.RawPath
+	}
+	return r.URL.Path
 }
 
 // isV1 reports whether r is for the JSON API, whose errors have its own shape.

@@ -178,3 +178,38 @@ func sendRequest(t *testing.T, req *http.Request) fullAnswer {
 	}
 	return fullAnswer{resp.StatusCode, resp.Header, string(b)}
 }
+
+// TestRefusedMethodsKeepTheirRoute: a 405 is counted on /metrics under the
+// route that refused the method, not as "unmatched"; HEAD / is the
+// dashboard's GET without a body.
+func TestRefusedMethodsKeepTheirRoute(t *testing.T) {
+	srv := fullServer(t, demo)
+	for _, tt := range []struct{ method, path string }{
+		{"PUT", "/cache"}, {"DELETE", "/db"}, {"POST", "/healthz"}, {"POST", "/api/v1/segment/buffers"},
+		{"BREW", "/api/segment/get/leaf-segment-test"}, {"TRACE", "/decodeSnowflakeId"},
+	} {
+		if got := send(t, tt.method, srv.URL+tt.path, ""); got.status != 405 {
+			t.Fatalf("%s %s = %d, want 405", tt.method, tt.path, got.status)
+		}
+	}
+	metrics := send(t, "GET", srv.URL+"/metrics", "").body
+	for _, want := range []string{
+		`leaf_http_requests_total{code="405",method="PUT",route="/cache"} 1`,
+		`leaf_http_requests_total{code="405",method="DELETE",route="/db"} 1`,
+		`leaf_http_requests_total{code="405",method="POST",route="/healthz"} 1`,
+		`leaf_http_requests_total{code="405",method="POST",route="/api/v1/segment/buffers"} 1`,
+		`leaf_http_requests_total{code="405",method="OTHER",route="/api/segment/get/{key}"} 1`,
+		`leaf_http_requests_total{code="405",method="OTHER",route="/decodeSnowflakeId"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(metrics, `code="405",method="PUT",route="unmatched"`) {
+		t.Errorf("/metrics labels a 405 unmatched")
+	}
+	if got := send(t, "HEAD", srv.URL+"/", ""); got.status != 200 || got.body != "" ||
+		!strings.HasPrefix(got.header.Get("Content-Type"), "text/html") {
+		t.Errorf("HEAD / = %d %q %q, want 200 HTML without a body", got.status, got.header.Get("Content-Type"), got.body)
+	}
+}
