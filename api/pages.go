@@ -25,11 +25,13 @@ const enableSegment = "start leaf-server with --segment (LEAF_SEGMENT=true) and 
 //go:embed dashboard
 var dashboardFiles embed.FS
 
-// leafStatic is what Leaf serves from its static folder and its pages link:
-// Bootstrap 3.3.7's bootstrap.min.css (MIT, licence beside it), the very
-// file Leaf 1.0.1 ships (121,200 bytes).
+// leafStatic is the stylesheet Leaf's pages link, Bootstrap 3.3.7's
+// bootstrap.min.css (MIT, licence beside it), the very file Leaf 1.0.1
+// ships in its static folder (121,200 bytes), and the one Glyphicons font
+// file a browser loads for it (woff2; Leaf's jar has no fonts, so there the
+// browser's font requests fail).
 //
-//go:embed static/css/bootstrap.min.css
+//go:embed static/css/bootstrap.min.css static/fonts/glyphicons-halflings-regular.woff2
 var leafStatic embed.FS
 
 // ops serves what operators look at: /metrics, the JSON state, Leaf's
@@ -68,8 +70,14 @@ func (o *ops) routes(r chi.Router) {
 	r.Get("/api/v1/segment/buffers", o.segmentBuffers)
 	leafPage(r, "/cache", o.cachePage)
 	leafPage(r, "/db", o.dbPage)
-	r.Get("/css/bootstrap.min.css", bootstrapCSS)
-	r.Head("/css/bootstrap.min.css", bootstrapCSS)
+	for path, ctype := range map[string]string{
+		"/css/bootstrap.min.css":                    "text/css",
+		"/fonts/glyphicons-halflings-regular.woff2": "font/woff2",
+	} {
+		h := leafStaticFile("static"+path, ctype)
+		r.Get(path, h)
+		r.Head(path, h)
+	}
 	r.Get("/", o.dashboard)
 	r.Head("/", o.dashboard)
 	static, err := fs.Sub(dashboardFiles, "dashboard")
@@ -188,22 +196,26 @@ func leafPage(r chi.Router, pattern string, h http.HandlerFunc) {
 	})
 }
 
-// bootstrapCSS serves the stylesheet Leaf's pages link, as Leaf's Spring
-// static handler does: text/css, byte ranges, no charset.
-func bootstrapCSS(w http.ResponseWriter, r *http.Request) {
-	b, err := leafStatic.ReadFile("static/css/bootstrap.min.css")
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+// leafStaticFile serves the embedded file name as Leaf's Spring static
+// handler does: the given Content-Type (no charset), byte ranges.
+func leafStaticFile(name, ctype string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, err := leafStatic.ReadFile(name)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", ctype)
+		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
 	}
-	w.Header().Set("Content-Type", "text/css")
-	http.ServeContent(w, r, "bootstrap.min.css", time.Time{}, bytes.NewReader(b))
 }
 
 // writePage answers a Leaf page with the headers Leaf's FreeMarker view
 // sends (text/html;charset=UTF-8, Content-Language: en) and ours.
 func (o *ops) writePage(w http.ResponseWriter, status int, page string) {
 	securityHeaders(w)
+	// Bootstrap's stylesheet declares the Glyphicons font; leafStatic has it.
+	w.Header().Set("Content-Security-Policy", w.Header().Get("Content-Security-Policy")+"; font-src 'self'")
 	w.Header().Set("Content-Type", "text/html;charset=UTF-8")
 	w.Header().Set("Content-Language", "en")
 	w.Header().Set("Cache-Control", "no-store")

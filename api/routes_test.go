@@ -59,6 +59,7 @@ var routes = []struct {
 	{"GET HEAD OPTIONS POST", "/db", "", "Leaf's /db page, byte for byte"},
 	{"GET HEAD", "/", "", "the dashboard"},
 	{"GET HEAD", "/css/bootstrap.min.css", "", "the stylesheet Leaf's pages link (Bootstrap 3.3.7, as Leaf ships it)"},
+	{"GET HEAD", "/fonts/glyphicons-halflings-regular.woff2", "", "the font that stylesheet declares"},
 	{"GET", "/dashboard/*", "", "the dashboard's static files"},
 	{"GET HEAD", "/healthz", "", "liveness"},
 	{"GET HEAD", "/readyz", "", "readiness of every enabled mode"},
