@@ -213,7 +213,8 @@ func (h *handler) disabled(w http.ResponseWriter, r *http.Request, mode, how str
 
 // writeJSON answers v as JSON with no trailing newline (Spring's Jackson
 // writes none, and Leaf clients may compare bodies) and, as Jackson, without
-// HTML escaping: ">= 1" stays ">= 1", not "\u003e= 1".
+// HTML escaping: ">= 1" stays ">= 1", not "\u003e= 1". The body goes with a
+// Content-Length, never chunked (README, Leaf compatibility).
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -225,6 +226,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
@@ -313,4 +315,13 @@ func (h *handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 // Java long as Leaf does: 200 and its errorMsg field.
 func leafDecodeError(w http.ResponseWriter) {
 	writeJSON(w, http.StatusOK, map[string]string{"errorMsg": "snowflake Id反解析发生异常!"})
+}
+
+// dbPageError answers Leaf's /db page when leaf_alloc cannot be read: 503
+// and a page that points to the server log, where err goes.
+func (o *ops) dbPageError(w http.ResponseWriter, err error) {
+	o.h.d.Logger.Warn("db page: read leaf_alloc", "err", err)
+	o.writePage(w, http.StatusServiceUnavailable, `<!DOCTYPE html>
+<html><head><title>Leaf</title></head>
+<body><p>Reading leaf_alloc failed; see the server log.</p></body></html>`)
 }

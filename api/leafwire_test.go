@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +212,52 @@ func TestRefusedMethodsKeepTheirRoute(t *testing.T) {
 	if got := send(t, "HEAD", srv.URL+"/", ""); got.status != 200 || got.body != "" ||
 		!strings.HasPrefix(got.header.Get("Content-Type"), "text/html") {
 		t.Errorf("HEAD / = %d %q %q, want 200 HTML without a body", got.status, got.header.Get("Content-Type"), got.body)
+	}
+}
+
+// TestLeafPathForms: what Tomcat and Spring do to a path before matching
+// it, beyond the recording: path parameters dropped in every segment, runs
+// of slashes collapsed, escaped ";" and "/" kept in the key, the raw path in
+// error bodies; the JSON API is left as sent.
+func TestLeafPathForms(t *testing.T) {
+	srv, _ := newServer(t, demo, store.Row{BizTag: "a;b", MaxID: 1, Step: 10}, store.Row{BizTag: "a/b", MaxID: 1, Step: 10})
+	for _, tt := range []struct {
+		path       string
+		wantStatus int
+		wantBody   string // a regular expression, after normaliseWire
+	}{
+		{"/api/segment/get/leaf-segment-test;a=1;b=2", 200, `^1$`},
+		{"/api/segment/get/leaf-segment-test;jsessionid=1/", 200, `^2$`},
+		{"/api;x=1/segment;y/get/leaf-segment-test", 200, `^3$`},
+		{"/api/segment/get//leaf-segment-test", 200, `^4$`},
+		{"/api/segment/get/a%3Bb", 200, `^1$`},
+		{"/api/segment/get/a%2Fb", 200, `^1$`},
+		{"/api/segment/get/;x", 404, `^\{"timestamp":0,"status":404,"error":"Not Found","message":"No message available","path":"/api/segment/get/;x"\}$`},
+		{"/api/segment/get/no%2Dsuch;x=1", 500, `"message":"Result\{id=-2, status=EXCEPTION\}","path":"/api/segment/get/no%2Dsuch;x=1"\}$`},
+		{"/api/v1/segment/leaf-segment-test;x?count=1", 404, `"code":"tag_not_found"`},
+		{"/api/v1//segment/leaf-segment-test?count=1", 404, `"code":"not_found"`},
+	} {
+		got := do(t, "GET", srv.URL+tt.path)
+		if got.status != tt.wantStatus || !regexp.MustCompile(tt.wantBody).MatchString(normaliseWire(got.body)) {
+			t.Errorf("GET %s = %d %s, want %d and %s", tt.path, got.status, got.body, tt.wantStatus, tt.wantBody)
+		}
+	}
+}
+
+// TestLeafAnswersHaveLength: pages and JSON bodies go with a Content-Length
+// even past net/http's chunking threshold, where Tomcat chunks (a
+// deliberate difference, README).
+func TestLeafAnswersHaveLength(t *testing.T) {
+	var rows []store.Row
+	for i := range 30 {
+		rows = append(rows, store.Row{BizTag: "tag-with-a-longer-name-" + strconv.Itoa(i), MaxID: 1, Step: 1000})
+	}
+	srv, _ := newServer(t, rows...)
+	for _, path := range []string{"/cache", "/db"} {
+		got := send(t, "GET", srv.URL+path, "")
+		if got.status != 200 || len(got.body) < 3000 || got.header.Get("Content-Length") != strconv.Itoa(len(got.body)) {
+			t.Errorf("GET %s = %d, %d bytes, Content-Length %q; want 200, over 3,000 bytes (net/http chunks past 2,048), and its length",
+				path, got.status, len(got.body), got.header.Get("Content-Length"))
+		}
 	}
 }

@@ -211,7 +211,8 @@ func leafStaticFile(name, ctype string) http.HandlerFunc {
 }
 
 // writePage answers a Leaf page with the headers Leaf's FreeMarker view
-// sends (text/html;charset=UTF-8, Content-Language: en) and ours.
+// sends (text/html;charset=UTF-8, Content-Language: en) and ours, and a
+// Content-Length where Tomcat chunks.
 func (o *ops) writePage(w http.ResponseWriter, status int, page string) {
 	securityHeaders(w)
 	// Bootstrap's stylesheet declares the Glyphicons font; leafStatic has it.
@@ -219,6 +220,7 @@ func (o *ops) writePage(w http.ResponseWriter, status int, page string) {
 	w.Header().Set("Content-Type", "text/html;charset=UTF-8")
 	w.Header().Set("Content-Language", "en")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(page)))
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, page)
 }
@@ -313,15 +315,6 @@ func javaTimestamp(t time.Time) string {
 		frac = "0"
 	}
 	return t.Format("2006-01-02 15:04:05") + "." + frac
-}
-
-// dbPageError answers Leaf's /db page when leaf_alloc cannot be read: 503
-// and a page that points to the server log, where err goes.
-func (o *ops) dbPageError(w http.ResponseWriter, err error) {
-	o.h.d.Logger.Warn("db page: read leaf_alloc", "err", err)
-	o.writePage(w, http.StatusServiceUnavailable, `<!DOCTYPE html>
-<html><head><title>Leaf</title></head>
-<body><p>Reading leaf_alloc failed; see the server log.</p></body></html>`)
 }
 
 func boolStr(b bool) string {
