@@ -261,3 +261,23 @@ func TestLeafAnswersHaveLength(t *testing.T) {
 		}
 	}
 }
+
+// TestV1DecodeUnescapes: the JSON API's decode reads the ID once unescaped,
+// so an escaped ID is the same ID and "+5" is 5 however it is written.
+func TestV1DecodeUnescapes(t *testing.T) {
+	srv := newSnowflakeServer(t, 1)
+	want := do(t, "GET", srv.URL+"/api/v1/snowflake/decode/5")
+	if want.status != 200 {
+		t.Fatalf("decode/5 = %d %s, want 200", want.status, want.body)
+	}
+	for _, path := range []string{"/api/v1/snowflake/decode/%35", "/api/v1/snowflake/decode/+5", "/api/v1/snowflake/decode/%2B5"} {
+		if got := do(t, "GET", srv.URL+path); got.status != 200 || got.body != want.body {
+			t.Errorf("GET %s = %d %s, want %s", path, got.status, got.body, want.body)
+		}
+	}
+	for _, path := range []string{"/api/v1/snowflake/decode/%2D5", "/api/v1/snowflake/decode/5%20"} {
+		if got := do(t, "GET", srv.URL+path); got.status != 400 || !strings.Contains(got.body, `"code":"bad_id"`) {
+			t.Errorf("GET %s = %d %s, want 400 bad_id", path, got.status, got.body)
+		}
+	}
+}

@@ -75,9 +75,9 @@ func (h *handler) decodeSnowflakeID(w http.ResponseWriter, r *http.Request) {
 func (h *handler) view(id int64) snowflake.Description { return h.layout().Describe(id) }
 
 // decode is GET /api/v1/snowflake/decode/{id}: id is a decimal integer from
-// 0 to 9223372036854775807 without a sign, read once unescaped (so "%35" is
-// 5, and "+5" or "%2B5" are refused alike with 400 bad_id, as leafctl
-// decode refuses them).
+// 0 to 9223372036854775807, read once unescaped, so an escaped ID is the
+// same ID ("%35" is 5, "%2B5" is "+5" is 5, as for leafctl decode and Java's
+// Long.parseLong). Anything else is 400 bad_id.
 func (h *handler) decode(w http.ResponseWriter, r *http.Request) {
 	raw := chi.URLParam(r, "id")
 	if r.URL.RawPath != "" { // chi hands over the escaped segment then
@@ -86,7 +86,7 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id < 0 || raw[0] == '+' {
+	if err != nil || id < 0 {
 		h.apiError(w, r, http.StatusBadRequest, "bad_id", "id must be a non-negative 64-bit decimal integer, got "+strconv.Quote(raw))
 		return
 	}
