@@ -77,16 +77,10 @@ func ParseKey(key string) (string, error) {
 // and so is any path with neither, which is returned as r itself. The copy
 // keeps r.RequestURI, so error bodies still show the raw path (rawPath).
 func leafPath(r *http.Request) *http.Request {
-	esc := r.URL.RawPath
-	if esc == "" {
-		esc = r.URL.Path
-	}
-	if !strings.Contains(esc, ";") && !strings.Contains(esc, "//") {
+	if !pathToClean(r.URL.Path) && !pathToClean(r.URL.RawPath) || isV1(r) {
 		return r
 	}
-	if isV1(r) {
-		return r
-	}
+	esc := r.URL.EscapedPath()
 	var b strings.Builder
 	segs := strings.Split(esc, "/")
 	for i, seg := range segs {
@@ -111,4 +105,9 @@ func leafPath(r *http.Request) *http.Request {
 	u.Path, u.RawPath = path, clean
 	r2.URL = &u
 	return r2
+}
+
+// pathToClean reports whether p has a ';' or a "//" for leafPath to remove.
+func pathToClean(p string) bool {
+	return strings.Contains(p, ";") || strings.Contains(p, "//")
 }

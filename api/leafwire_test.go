@@ -220,7 +220,8 @@ func TestRefusedMethodsKeepTheirRoute(t *testing.T) {
 // of slashes collapsed, escaped ";" and "/" kept in the key, the raw path in
 // error bodies; the JSON API is left as sent.
 func TestLeafPathForms(t *testing.T) {
-	srv, _ := newServer(t, demo, store.Row{BizTag: "a;b", MaxID: 1, Step: 10}, store.Row{BizTag: "a/b", MaxID: 1, Step: 10})
+	srv, _ := newServer(t, demo, store.Row{BizTag: "a;b", MaxID: 1, Step: 10}, store.Row{BizTag: "a/b", MaxID: 1, Step: 10},
+		store.Row{BizTag: "50% b", MaxID: 1, Step: 10})
 	for _, tt := range []struct {
 		path       string
 		wantStatus int
@@ -232,6 +233,8 @@ func TestLeafPathForms(t *testing.T) {
 		{"/api/segment/get//leaf-segment-test", 200, `^4$`},
 		{"/api/segment/get/a%3Bb", 200, `^1$`},
 		{"/api/segment/get/a%2Fb", 200, `^1$`},
+		{"/api/segment/get/50%25%20b;x=1", 200, `^1$`},
+		{"/api/segment/get/50%25%20b", 200, `^2$`},
 		{"/api/segment/get/;x", 404, `^\{"timestamp":0,"status":404,"error":"Not Found","message":"No message available","path":"/api/segment/get/;x"\}$`},
 		{"/api/segment/get/no%2Dsuch;x=1", 500, `"message":"Result\{id=-2, status=EXCEPTION\}","path":"/api/segment/get/no%2Dsuch;x=1"\}$`},
 		{"/api/v1/segment/leaf-segment-test;x?count=1", 404, `"code":"tag_not_found"`},

@@ -39,8 +39,9 @@ const maxAcceptRanges = 64
 
 // parseAccept parses an Accept header as Spring's MediaType.parseMediaTypes
 // does; ok is false when any element is malformed (no "/", a wildcard type
-// with a concrete subtype, a q outside 0..1, a bad token) or there are more
-// than maxAcceptRanges elements. An empty header gives no ranges and ok.
+// with a concrete subtype, a q outside 0..1, a type or subtype that is not
+// an RFC 9110 token, a parameter mime.ParseMediaType refuses) or there are
+// more than maxAcceptRanges elements. An empty header gives no ranges and ok.
 func parseAccept(header string) (ranges []mediaRange, ok bool) {
 	for _, part := range strings.Split(header, ",") {
 		part = strings.TrimSpace(part)
@@ -55,7 +56,7 @@ func parseAccept(header string) (ranges []mediaRange, ok bool) {
 			return nil, false
 		}
 		typ, sub, found := strings.Cut(full, "/")
-		if !found || (typ == "*" && sub != "*") {
+		if !found || !isToken(typ) || !isToken(sub) || (typ == "*" && sub != "*") {
 			return nil, false
 		}
 		m := mediaRange{typ: typ, sub: sub, q: 1, params: len(params)}
@@ -69,6 +70,21 @@ func parseAccept(header string) (ranges []mediaRange, ok bool) {
 		ranges = append(ranges, m)
 	}
 	return ranges, true
+}
+
+// isToken reports whether s is an RFC 9110 token, as Spring's MimeType
+// checks type and subtype (Go's mime package lets "{" and "}" through).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // compareSpecificity is Spring's MediaType.SPECIFICITY_COMPARATOR: negative

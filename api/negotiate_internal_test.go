@@ -1,6 +1,9 @@
 package api
 
 import (
+	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +167,58 @@ func TestJavaTimestamp(t *testing.T) {
 			t.Errorf("javaTimestamp(%v) = %q, want %q", tt.give, got, tt.want)
 		}
 	}
+}
+
+// FuzzNegotiate: no Accept header makes negotiation panic, and the type it
+// picks for an ID is always concrete in Spring's sense (no "*" type, no "*"
+// or "*+suffix" subtype), lower-case, made of token characters (it goes
+// into a response header) and labelled UTF-8.
+func FuzzNegotiate(f *testing.F) {
+	for _, s := range []string{"", "*/*", browserAccept, "application/json, application/*+json", "text/*;q=0.5, */*;q=0.1",
+		"a/b;c=\"d,e\"", "text/plain;q=", strings.Repeat("x/y,", 40)} {
+		f.Add(s)
+	}
+	valid := regexp.MustCompile("^[a-z0-9!#$%&'*+.^_`|~-]+/[a-z0-9!#$%&'*+.^_`|~-]+;charset=UTF-8$") // RFC 9110 tchar
+	f.Fuzz(func(t *testing.T, accept string) {
+		ct := idContentType(accept)
+		typ, sub, _ := strings.Cut(strings.TrimSuffix(ct, ";charset=UTF-8"), "/")
+		if !valid.MatchString(ct) || typ == "*" || sub == "*" || strings.HasPrefix(sub, "*+") {
+			t.Errorf("idContentType(%q) = %q, want a concrete type with charset UTF-8", accept, ct)
+		}
+		_ = wantsHTML(accept)
+	})
+}
+
+// FuzzLeafPath: rewriting a path never panics, and what it gives to the
+// router holds no path parameter and no doubled slash outside the JSON API.
+func FuzzLeafPath(f *testing.F) {
+	for _, s := range []string{"/api/segment/get/t;jsessionid=1", "/api//segment/get/t", "//", "/;", "/a;b/c;d//",
+		"/api/segment/get/a%3Bb;x", "/api/v1/segment/t;x", "/api/segment/get/%zz;x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		r, err := http.NewRequest("GET", "http://h", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse("http://h" + p)
+		if err != nil || !strings.HasPrefix(u.EscapedPath(), "/") {
+			return
+		}
+		r.URL = u
+		got := leafPath(r)
+		esc := got.URL.EscapedPath()
+		if isV1(got) || got == r && !strings.Contains(esc, ";") && !strings.Contains(esc, "//") {
+			return
+		}
+		if got == r {
+			if _, err := url.PathUnescape(esc); err == nil {
+				t.Errorf("leafPath(%q) left %q as it was", p, esc)
+			}
+			return
+		}
+		if strings.Contains(got.URL.RawPath, ";") || strings.Contains(got.URL.RawPath, "//") {
+			t.Errorf("leafPath(%q) = %q, want no ';' and no '//'", p, got.URL.RawPath)
+		}
+	})
 }
