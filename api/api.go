@@ -187,6 +187,8 @@ type handler struct {
 	router chi.Routes
 	// clockLog rate-limits the log lines of clock-behind refusals.
 	clockLog *logLimit
+	// accepts caches the Content-Type of an ID per Accept header (negotiate.go).
+	accepts acceptCache
 }
 
 // requestID returns the ID under which r's log lines appear: the one chi's

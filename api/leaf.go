@@ -38,7 +38,7 @@ func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
 		h.leafError(w, r, segment.Code(err), err)
 		return
 	}
-	writeID(w, r, id)
+	h.writeID(w, r, id)
 }
 
 // emptyKey answers /api/…/get and /api/…/get/ as Leaf's Spring does: no
@@ -72,7 +72,7 @@ func (h *handler) snowflakeGet(w http.ResponseWriter, r *http.Request) {
 		h.leafError(w, r, snowflake.Code(err), err)
 		return
 	}
-	writeID(w, r, id)
+	h.writeID(w, r, id)
 }
 
 // textPlainUTF8 is the Content-Type of an ID when the client states no
@@ -85,13 +85,13 @@ const textPlainUTF8 = "text/plain;charset=UTF-8"
 var textPlain = []string{textPlainUTF8}
 
 // writeID answers 200 and id in decimal, typed by idContentType from r's
-// Accept header. No header and "*/*" (curl, Go's client, most SDKs) take the
-// path without parsing.
-func writeID(w http.ResponseWriter, r *http.Request, id int64) {
+// Accept header (through h.accepts). No header and "*/*" (curl, Go's
+// client, most SDKs) take the path without parsing.
+func (h *handler) writeID(w http.ResponseWriter, r *http.Request, id int64) {
 	if accept := r.Header.Get("Accept"); accept == "" || accept == "*/*" {
 		w.Header()["Content-Type"] = textPlain
 	} else {
-		w.Header()["Content-Type"] = []string{idContentType(accept)}
+		w.Header()["Content-Type"] = []string{h.accepts.contentType(accept)}
 	}
 	var buf [20]byte
 	_, _ = w.Write(strconv.AppendInt(buf[:0], id, 10))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strconv"
@@ -283,4 +284,21 @@ func TestV1DecodeUnescapes(t *testing.T) {
 			t.Errorf("GET %s = %d %s, want 400 bad_id", path, got.status, got.body)
 		}
 	}
+}
+
+// BenchmarkNegotiationOverhead: leaf-go's ID route in-process (no metrics)
+// with the Accept header RestTemplate and Feign send, which is parsed and
+// negotiated as Spring does, against the same route with no Accept header
+// (the unparsed path), alternating batches; ratio = with ÷ without.
+func BenchmarkNegotiationOverhead(b *testing.B) {
+	bare, _ := benchHandlers(b)
+	call := func(accept string) func() {
+		req := httptest.NewRequest("GET", "/api/segment/get/bench", nil)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		w := &discard{h: http.Header{}}
+		return func() { bare.ServeHTTP(w, req) }
+	}
+	overhead(b, 2000, call(""), call("application/json, application/*+json"), "no-accept", "resttemplate")
 }

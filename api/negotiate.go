@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Content negotiation as Leaf's Spring MVC 4.3 does it, for the two places
@@ -319,4 +321,35 @@ func wantsHTML(accept string) bool {
 		}
 	}
 	return false
+}
+
+// Bounds of an acceptCache: entries kept, and the longest header kept.
+const (
+	maxCachedAccepts   = 64
+	maxCachedAcceptLen = 512
+)
+
+// acceptCache remembers idContentType's answer per Accept header: a client
+// sends the same header on every request, and parsing it costs about as
+// much as the rest of the ID route. The first maxCachedAccepts distinct
+// headers of up to maxCachedAcceptLen bytes are kept for the handler's life;
+// others are negotiated every time, so varied headers cannot grow it. Safe
+// for concurrent use; the zero value is empty.
+type acceptCache struct {
+	m sync.Map     // Accept header → Content-Type
+	n atomic.Int32 // entries in m
+}
+
+// contentType is idContentType(accept), from the cache when it can be.
+func (c *acceptCache) contentType(accept string) string {
+	if v, ok := c.m.Load(accept); ok {
+		return v.(string)
+	}
+	ct := idContentType(accept)
+	if len(accept) <= maxCachedAcceptLen && c.n.Load() < maxCachedAccepts {
+		if _, loaded := c.m.LoadOrStore(accept, ct); !loaded {
+			c.n.Add(1)
+		}
+	}
+	return ct
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -221,4 +222,35 @@ func FuzzLeafPath(f *testing.F) {
 			t.Errorf("leafPath(%q) = %q, want no ';' and no '//'", p, got.URL.RawPath)
 		}
 	})
+}
+
+// TestAcceptCacheBounded: the cache answers as idContentType does, keeps at
+// most maxCachedAccepts headers and none longer than maxCachedAcceptLen.
+func TestAcceptCacheBounded(t *testing.T) {
+	var c acceptCache
+	for i := range 3 * maxCachedAccepts {
+		accept := "application/x-" + strings.Repeat("a", i%7) + strconv.Itoa(i)
+		if got, want := c.contentType(accept), idContentType(accept); got != want {
+			t.Fatalf("contentType(%q) = %q, want %q", accept, got, want)
+		}
+	}
+	long := "text/html;x=" + strings.Repeat("y", maxCachedAcceptLen)
+	if got := c.contentType(long); got != "text/html;charset=UTF-8" {
+		t.Errorf("contentType(long) = %q, want text/html", got)
+	}
+	n := 0
+	c.m.Range(func(k, _ any) bool {
+		n++
+		if len(k.(string)) > maxCachedAcceptLen {
+			t.Errorf("cached a header of %d bytes", len(k.(string)))
+		}
+		return true
+	})
+	if n != maxCachedAccepts || int(c.n.Load()) != n {
+		t.Errorf("cache holds %d entries (count %d), want %d", n, c.n.Load(), maxCachedAccepts)
+	}
+	// A cached header answers the same again.
+	if got := c.contentType("application/x-0"); got != "application/x-0;charset=UTF-8" {
+		t.Errorf("contentType(application/x-0) again = %q", got)
+	}
 }
