@@ -207,7 +207,7 @@ func (h *handler) disabled(w http.ResponseWriter, r *http.Request, mode, how str
 		"status":    http.StatusServiceUnavailable,
 		"error":     mode + " mode is disabled",
 		"message":   how,
-		"path":      r.URL.Path,
+		"path":      rawPath(r),
 	})
 }
 
