@@ -154,9 +154,9 @@ func TestHostileInput(t *testing.T) {
 		t.Errorf("after hostile input: %d %s %v, want 200", status, body, err)
 	}
 	report.add(t, row{
-		Scenario: "5 hostile input", Size: fmt.Sprintf("%d malformed requests on every route, 64 KiB paths, 2 MiB header", len(tests)+2),
+		Scenario: "5 hostile input", Size: fmt.Sprintf("%d malformed requests on every route, 64 KiB paths, 2 MiB header, 64 KiB Accept", len(tests)+3),
 		Errors: codes, Worst: worst, Recovery: "n/a (never down)",
-		Note: "all 4xx or Leaf's 500 -2 for unknown tags, except PATCH /metrics = 200 (promhttp answers any method, read-only); slowest: " + worstPath + "; router fuzzed by api.FuzzRouter",
+		Note: "all 4xx or Leaf's 500 -2 for unknown tags, except PATCH /metrics = 200 (promhttp answers any method, read-only), Leaf's 200 errorMsg for a malformed /decodeSnowflakeId and the ID for the long Accept; slowest: " + worstPath + "; router fuzzed by api.FuzzRouter",
 	})
 }
 
