@@ -81,12 +81,20 @@ func isToken(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+		if !isTokenChar(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// isTokenChar reports whether c is an RFC 9110 tchar.
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // compareSpecificity is Spring's MediaType.SPECIFICITY_COMPARATOR: negative
@@ -170,9 +178,8 @@ func sortSpring(a []mediaRange) {
 		sort.SliceStable(a, func(i, j int) bool { return compareSpring(a[i], a[j]) < 0 })
 		return
 	}
-	run := 1 // java.util.TimSort.countRunAndMakeAscending
+	run := 2 // java.util.TimSort.countRunAndMakeAscending
 	if compareSpring(a[1], a[0]) < 0 {
-		run = 2
 		for run < n && compareSpring(a[run], a[run-1]) < 0 {
 			run++
 		}
@@ -180,7 +187,6 @@ func sortSpring(a []mediaRange) {
 			a[i], a[j] = a[j], a[i]
 		}
 	} else {
-		run = 2
 		for run < n && compareSpring(a[run], a[run-1]) >= 0 {
 			run++
 		}
