@@ -109,6 +109,13 @@ func NewHandler(d Deps) http.Handler {
 
 	r := chi.NewRouter()
 	h.router = r
+	// Path parameters and doubled slashes go before routing, as in Tomcat
+	// (key.go, leafPath); chi routes on the request this passes on.
+	r.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			next.ServeHTTP(w, leafPath(req))
+		})
+	})
 	r.Use(middleware.Recoverer)
 	o := newOps(h) // state API, Leaf's pages, dashboard (pages.go)
 	if m := registerMetrics(h.d, o.tracker); m != nil {
@@ -155,6 +162,8 @@ func NewHandler(d Deps) http.Handler {
 		r.Get("/api/v1/snowflake", h.snowflakeBatch)
 
 		r.HandleFunc("/decodeSnowflakeId", h.decodeSnowflakeID)
+		r.Options("/decodeSnowflakeId", leafOptions)
+		r.MethodFunc(http.MethodTrace, "/decodeSnowflakeId", h.methodNotAllowed)
 		r.Get("/api/v1/snowflake/decode/{id}", h.decode)
 		r.Get("/api/v1/snowflake/encode", h.encode)
 		r.Get("/api/v1/snowflake/status", h.snowflakeStatus)
@@ -178,6 +187,8 @@ type handler struct {
 	router chi.Routes
 	// clockLog rate-limits the log lines of clock-behind refusals.
 	clockLog *logLimit
+	// accepts caches the Content-Type of an ID per Accept header (negotiate.go).
+	accepts acceptCache
 }
 
 // requestID returns the ID under which r's log lines appear: the one chi's

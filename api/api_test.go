@@ -205,14 +205,14 @@ func TestBadKeys(t *testing.T) {
 		name, path string
 		want       int
 	}{
-		{"empty", "/api/segment/get/", 400},
+		{"empty", "/api/segment/get/", 404},
 		{"too long", "/api/segment/get/" + long, 400},
 		{"128 chars is a key", "/api/segment/get/" + long[:128], 500},
 		{"128 runes is a key", "/api/segment/get/" + strings.Repeat("é", 128), 500},
 		{"NUL", "/api/segment/get/a%00b", 400},
 		{"newline", "/api/segment/get/a%0Ab", 400},
 		{"invalid utf8", "/api/segment/get/a%ffb", 400},
-		{"snowflake empty", "/api/snowflake/get/", 400},
+		{"snowflake empty", "/api/snowflake/get/", 404},
 		{"no route", "/api/nothing", 404},
 	}
 	for _, tt := range tests {

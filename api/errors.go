@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -31,11 +32,12 @@ type leafErrorBody struct {
 }
 
 // leafError answers a failed Leaf-compatible request exactly as Leaf does:
-// HTTP 500 and message "Result{id=<code>, status=EXCEPTION}". Codes: segment
-// -1 not initialised, -2 tag unknown, -3 no segment ready; snowflake -1 clock
-// still behind, -2 interrupted, -3 clock moved back > 5 ms. The code goes to
-// the metrics middleware too (recordLeafCode), which counts failed segment
-// requests by it.
+// HTTP 500 and message "Result{id=<code>, status=EXCEPTION}", as Spring's
+// JSON error body or, for a browser's Accept header, its HTML error page.
+// Codes: segment -1 not initialised, -2 tag unknown, -3 no segment ready;
+// snowflake -1 clock still behind, -2 interrupted, -3 clock moved back > 5 ms.
+// The code goes to the metrics middleware too (recordLeafCode), which counts
+// failed segment requests by it.
 func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, err error) {
 	if code == 0 {
 		code = -3
@@ -47,39 +49,49 @@ func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, 
 			slog.String("request_id", requestID(r)))
 	}
 	recordLeafCode(w, code)
-	writeJSON(w, http.StatusInternalServerError, leafErrorBody{
-		Timestamp: h.d.Now().UnixMilli(),
-		Status:    http.StatusInternalServerError,
-		Error:     http.StatusText(http.StatusInternalServerError),
-		Exception: leafException,
-		Message:   "Result{id=" + strconv.FormatInt(code, 10) + ", status=EXCEPTION}",
-		Path:      r.URL.Path,
-	})
+	h.springError(w, r, http.StatusInternalServerError, leafException,
+		"Result{id="+strconv.FormatInt(code, 10)+", status=EXCEPTION}")
 }
 
 // badRequest answers 400 in Spring's error shape, so Leaf clients parse it.
 func (h *handler) badRequest(w http.ResponseWriter, r *http.Request, msg string) {
-	h.springError(w, r, http.StatusBadRequest, msg)
+	h.springError(w, r, http.StatusBadRequest, "", msg)
 }
 
+// springNoMessage is the message of Spring Boot's error body when the error
+// carries none, as for a path no mapping matches.
+const springNoMessage = "No message available"
+
+// notFound answers a path no route matches: Spring's 404 body ("No message
+// available", the raw path) outside the JSON API, whose own error shape
+// names the method and path.
 func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
-	msg := "no route for " + r.Method + " " + r.URL.Path
 	if isV1(r) {
-		h.apiError(w, r, http.StatusNotFound, "not_found", msg)
+		h.apiError(w, r, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
 		return
 	}
-	h.springError(w, r, http.StatusNotFound, msg)
+	h.springError(w, r, http.StatusNotFound, "", springNoMessage)
 }
 
 // methodNotAllowed answers 405 with the Allow header RFC 9110 §15.5.6
 // requires, listing the methods the path serves. chi passes those only to its
 // own 405 handler, so they are looked up again here. A method chi does not
 // know (e.g. BREW) on a path that serves nothing is a 404.
+//
+// The route's pattern goes into chi's route context when chi left it empty
+// (it records none for a method it refused), so that /metrics labels the
+// 405 with its route rather than "unmatched".
 func (h *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	allow := h.allowed(r)
 	if allow == "" {
 		h.notFound(w, r)
 		return
+	}
+	if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePattern() == "" {
+		first, _, _ := strings.Cut(allow, ",")
+		if p := h.router.Find(chi.NewRouteContext(), first, routingPath(r)); p != "" {
+			rctx.RoutePatterns = append(rctx.RoutePatterns, p)
+		}
 	}
 	w.Header().Set("Allow", allow)
 	msg := "method " + r.Method + " not allowed on " + r.URL.Path + " (allowed: " + allow + ")"
@@ -87,7 +99,7 @@ func (h *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		h.apiError(w, r, http.StatusMethodNotAllowed, "method_not_allowed", msg)
 		return
 	}
-	h.springError(w, r, http.StatusMethodNotAllowed, msg)
+	h.springError(w, r, http.StatusMethodNotAllowed, "", msg)
 }
 
 // allowMethods are the methods an Allow header may list, in its order.
@@ -97,10 +109,7 @@ var allowMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, ht
 // allowed returns the methods of allowMethods that r's path is routed for,
 // comma-separated; "" when none.
 func (h *handler) allowed(r *http.Request) string {
-	path := r.URL.RawPath // chi routes on the escaped path when there is one
-	if path == "" {
-		path = r.URL.Path
-	}
+	path := routingPath(r)
 	var b strings.Builder
 	for _, m := range allowMethods {
 		if !h.router.Match(chi.NewRouteContext(), m, path) {
@@ -114,19 +123,75 @@ func (h *handler) allowed(r *http.Request) string {
 	return b.String()
 }
 
+// routingPath is the path chi routes r on: the escaped one when there is one.
+func routingPath(r *http.Request) string {
+	if r.URL.RawPath != "" {
+		return r.URL.RawPath
+	}
+	return r.URL.Path
+}
+
 // isV1 reports whether r is for the JSON API, whose errors have its own shape.
 func isV1(r *http.Request) bool {
 	return r.URL.Path == "/api/v1" || strings.HasPrefix(r.URL.Path, "/api/v1/")
 }
 
-func (h *handler) springError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+// springError answers status as Spring Boot 1.5's error handling does for
+// Leaf: the JSON body (timestamp, status, error, exception when not "",
+// message, path) by default, the HTML "Whitelabel Error Page" when the
+// Accept header prefers text/html (wantsHTML). path is the request's raw
+// path, as Tomcat's getRequestURI gives it (rawPath).
+func (h *handler) springError(w http.ResponseWriter, r *http.Request, status int, exception, msg string) {
+	now := h.d.Now()
+	if wantsHTML(r.Header.Get("Accept")) {
+		writeWhitelabel(w, now, status, msg)
+		return
+	}
 	writeJSON(w, status, leafErrorBody{
-		Timestamp: h.d.Now().UnixMilli(),
+		Timestamp: now.UnixMilli(),
 		Status:    status,
 		Error:     http.StatusText(status),
+		Exception: exception,
 		Message:   msg,
-		Path:      r.URL.Path,
+		Path:      rawPath(r),
 	})
+}
+
+// rawPath is r's path as the client sent it, still escaped and with any
+// ";name=value" path parameters (Tomcat's getRequestURI, which Spring Boot
+// puts in an error body's "path"): "/api/segment/get/a%20b", not "a b". For
+// a request line in absolute form, or a request made in-process without
+// one, it is the escaped form of r.URL.
+func rawPath(r *http.Request) string {
+	if uri := r.RequestURI; strings.HasPrefix(uri, "/") {
+		if i := strings.IndexByte(uri, '?'); i >= 0 {
+			uri = uri[:i]
+		}
+		return uri
+	}
+	return r.URL.EscapedPath()
+}
+
+// whitelabelEscaper escapes as Spring's HtmlUtils.htmlEscape, which Spring
+// Boot's error view applies to every value it prints.
+var whitelabelEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;")
+
+// writeWhitelabel writes Spring Boot 1.5's "Whitelabel Error Page" (its
+// ErrorMvcAutoConfiguration's default error view) with the headers Leaf
+// sent it with: text/html;charset=ISO-8859-1 and Content-Language: en. The
+// time is Java's Date.toString in the server's time zone.
+func writeWhitelabel(w http.ResponseWriter, now time.Time, status int, msg string) {
+	body := "<html><body><h1>Whitelabel Error Page</h1>" +
+		"<p>This application has no explicit mapping for /error, so you are seeing this as a fallback.</p>" +
+		"<div id='created'>" + now.Format("Mon Jan 02 15:04:05 MST 2006") + "</div>" +
+		"<div>There was an unexpected error (type=" + whitelabelEscaper.Replace(http.StatusText(status)) +
+		", status=" + strconv.Itoa(status) + ").</div>" +
+		"<div>" + whitelabelEscaper.Replace(msg) + "</div></body></html>"
+	w.Header().Set("Content-Type", "text/html;charset=ISO-8859-1")
+	w.Header().Set("Content-Language", "en")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
 }
 
 // disabled answers 503 for a mode that is switched off. Leaf answers 200 with
@@ -142,13 +207,14 @@ func (h *handler) disabled(w http.ResponseWriter, r *http.Request, mode, how str
 		"status":    http.StatusServiceUnavailable,
 		"error":     mode + " mode is disabled",
 		"message":   how,
-		"path":      r.URL.Path,
+		"path":      rawPath(r),
 	})
 }
 
 // writeJSON answers v as JSON with no trailing newline (Spring's Jackson
 // writes none, and Leaf clients may compare bodies) and, as Jackson, without
-// HTML escaping: ">= 1" stays ">= 1", not "\u003e= 1".
+// HTML escaping: ">= 1" stays ">= 1", not "\u003e= 1". The body goes with a
+// Content-Length, never chunked (README, Leaf compatibility).
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -160,6 +226,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
@@ -244,18 +311,17 @@ func (h *handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 	h.apiError(w, r, http.StatusBadRequest, "bad_body", err.Error())
 }
 
-// leafDecodeError answers a malformed /decodeSnowflakeId?snowflakeId= with
-// Leaf's errorMsg field, but with status 400 where Leaf answers 200.
+// leafDecodeError answers a /decodeSnowflakeId?snowflakeId= that is not a
+// Java long as Leaf does: 200 and its errorMsg field.
 func leafDecodeError(w http.ResponseWriter) {
-	writeJSON(w, http.StatusBadRequest, map[string]string{
-		"errorMsg": "snowflake Id反解析失败: snowflakeId must be a non-negative 64-bit decimal integer",
-	})
+	writeJSON(w, http.StatusOK, map[string]string{"errorMsg": "snowflake Id反解析发生异常!"})
 }
 
 // dbPageError answers Leaf's /db page when leaf_alloc cannot be read: 503
 // and a page that points to the server log, where err goes.
 func (o *ops) dbPageError(w http.ResponseWriter, err error) {
 	o.h.d.Logger.Warn("db page: read leaf_alloc", "err", err)
-	o.render(w, http.StatusServiceUnavailable, pageData{Title: "Leaf database unavailable",
-		Columns: []string{"error"}, Rows: [][]string{{"reading leaf_alloc failed; see the server log"}}})
+	o.writePage(w, http.StatusServiceUnavailable, `<!DOCTYPE html>
+<html><head><title>Leaf</title></head>
+<body><p>Reading leaf_alloc failed; see the server log.</p></body></html>`)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -66,4 +67,47 @@ func ParseKey(key string) (string, error) {
 		return "", fmt.Errorf("%w: %d characters", ErrKeyTooLong, n)
 	}
 	return key, nil
+}
+
+// leafPath returns r with its path as Tomcat and Spring MVC match it: every
+// ";name=value" path parameter dropped ("/get/t;jsessionid=1" is "/get/t")
+// and runs of slashes collapsed ("/api//segment/get/t" is
+// "/api/segment/get/t"). Both work on the escaped path, so "%3B" and "%2F"
+// stay part of a key, as in Leaf. The JSON API (/api/v1/…) is left as sent,
+// and so is any path with neither, which is returned as r itself. The copy
+// keeps r.RequestURI, so error bodies still show the raw path (rawPath).
+func leafPath(r *http.Request) *http.Request {
+	if !pathToClean(r.URL.Path) && !pathToClean(r.URL.RawPath) || isV1(r) {
+		return r
+	}
+	esc := r.URL.EscapedPath()
+	var b strings.Builder
+	segs := strings.Split(esc, "/")
+	for i, seg := range segs {
+		seg, _, _ = strings.Cut(seg, ";")
+		switch {
+		case i == 0:
+		case seg == "" && i < len(segs)-1:
+			continue // an empty segment inside: "//" is "/"
+		default:
+			b.WriteByte('/')
+		}
+		b.WriteString(seg)
+	}
+	clean := b.String()
+	path, err := url.PathUnescape(clean)
+	if err != nil {
+		return r // a broken escape: left for the route to refuse
+	}
+	r2 := new(http.Request)
+	*r2 = *r
+	u := *r.URL
+	u.Path, u.RawPath = path, clean
+	r2.URL = &u
+	return r2
+}
+
+// pathToClean reports whether p has a ';' or a "//" for leafPath to remove.
+func pathToClean(p string) bool {
+	return strings.Contains(p, ";") || strings.Contains(p, "//")
 }

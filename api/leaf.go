@@ -8,21 +8,22 @@ import (
 	"github.com/leaf-go/leaf/snowflake"
 )
 
-// leafMethods are the methods Leaf's method-less mappings serve, in the
-// order of the Allow header Spring 4.3 answers OPTIONS with (every
-// HttpMethod but TRACE).
-const leafMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+// leafMethods are the methods Leaf's method-less mappings serve, as Spring
+// 4.3's DispatcherServlet lists them in the Allow header of its OPTIONS
+// answer: every HttpMethod but TRACE, comma-separated without spaces.
+const leafMethods = "GET,HEAD,POST,PUT,PATCH,DELETE,OPTIONS"
 
-// leafOptions answers OPTIONS on Leaf's ID routes as Spring does: 200, an
-// Allow header and no body; no ID is taken.
+// leafOptions answers OPTIONS on Leaf's routes as Spring does: 200, an Allow
+// header and no body; no ID is taken.
 func leafOptions(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Allow", leafMethods)
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
 }
 
-// segmentGet is Leaf's SegmentService endpoint: 200 text/plain decimal ID
-// with no newline, or 500 with Leaf's error body and code.
+// segmentGet is Leaf's SegmentService endpoint: 200 and the decimal ID with
+// no newline, typed as the Accept header asks (idContentType), or 500 with
+// Leaf's error body and code.
 func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
 	key, ok := h.key(w, r)
 	if !ok {
@@ -37,11 +38,13 @@ func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
 		h.leafError(w, r, segment.Code(err), err)
 		return
 	}
-	writeID(w, id)
+	h.writeID(w, r, id)
 }
 
+// emptyKey answers /api/…/get and /api/…/get/ as Leaf's Spring does: no
+// mapping matches, so 404 with Spring's "No message available" body.
 func (h *handler) emptyKey(w http.ResponseWriter, r *http.Request) {
-	h.badRequest(w, r, "biz_tag key is empty: use /api/…/get/{key} with 1 to 128 characters")
+	h.springError(w, r, http.StatusNotFound, "", springNoMessage)
 }
 
 // key reads and validates {key}; on failure it has answered 400.
@@ -69,16 +72,27 @@ func (h *handler) snowflakeGet(w http.ResponseWriter, r *http.Request) {
 		h.leafError(w, r, snowflake.Code(err), err)
 		return
 	}
-	writeID(w, id)
+	h.writeID(w, r, id)
 }
 
-// textPlain is the Content-Type of an ID, as Leaf's Spring server sends it.
-// writeID assigns the slice itself instead of calling Header.Set, which
-// would allocate a new one per response; nothing appends to or changes it.
-var textPlain = []string{"text/plain;charset=UTF-8"}
+// textPlainUTF8 is the Content-Type of an ID when the client states no
+// preference, as Leaf's Spring server sends it.
+const textPlainUTF8 = "text/plain;charset=UTF-8"
 
-func writeID(w http.ResponseWriter, id int64) {
-	w.Header()["Content-Type"] = textPlain
+// textPlain is textPlainUTF8 as a header value. writeID assigns the slice
+// itself instead of calling Header.Set, which would allocate a new one per
+// response; nothing appends to or changes it.
+var textPlain = []string{textPlainUTF8}
+
+// writeID answers 200 and id in decimal, typed by idContentType from r's
+// Accept header (through h.accepts). No header and "*/*" (curl, Go's
+// client, most SDKs) take the path without parsing.
+func (h *handler) writeID(w http.ResponseWriter, r *http.Request, id int64) {
+	if accept := r.Header.Get("Accept"); accept == "" || accept == "*/*" {
+		w.Header()["Content-Type"] = textPlain
+	} else {
+		w.Header()["Content-Type"] = []string{h.accepts.contentType(accept)}
+	}
 	var buf [20]byte
 	_, _ = w.Write(strconv.AppendInt(buf[:0], id, 10))
 }

@@ -34,11 +34,11 @@ var routes = []struct {
 	// middleware; OPTIONS and TRACE are answered without taking an ID.
 	{anyMethod, "/api/segment/get/{key}", "", "Leaf's segment ID, text/plain; 500 with Leaf's body on failure"},
 	{anyMethod, "/api/segment/get/{key}/", "", "the same: Spring's trailing-slash match"},
-	{anyMethod, "/api/segment/get/", "", "400: empty key"},
+	{anyMethod, "/api/segment/get/", "", "404: empty key, Spring's body"},
 	{anyMethod, "/api/snowflake/get/{key}", "", "Leaf's snowflake ID; the key is checked, then ignored"},
 	{anyMethod, "/api/snowflake/get/{key}/", "", "the same: Spring's trailing-slash match"},
-	{anyMethod, "/api/snowflake/get/", "", "400: empty key"},
-	{anyMethod, "/decodeSnowflakeId", "", "Leaf's decode page, ?snowflakeId="},
+	{anyMethod, "/api/snowflake/get/", "", "404: empty key, Spring's body"},
+	{anyMethod, "/decodeSnowflakeId", "", "Leaf's decode page, ?snowflakeId= (query or form); OPTIONS 200, TRACE 405"},
 
 	// JSON API (batch.go, snowflake.go, state.go).
 	{"GET", "/api/v1/segment/{tag}", "", "segment batch, ?count="},
@@ -55,9 +55,11 @@ var routes = []struct {
 
 	// Operators (pages.go, health.go).
 	{"GET", "/metrics", "metrics", "Prometheus exposition of Deps.Gatherer"},
-	{"GET", "/cache", "", "Leaf's /cache page"},
-	{"GET", "/db", "", "Leaf's /db page"},
-	{"GET", "/", "", "the dashboard"},
+	{"GET HEAD OPTIONS POST", "/cache", "", "Leaf's /cache page, byte for byte"},
+	{"GET HEAD OPTIONS POST", "/db", "", "Leaf's /db page, byte for byte"},
+	{"GET HEAD", "/", "", "the dashboard"},
+	{"GET HEAD", "/css/bootstrap.min.css", "", "the stylesheet Leaf's pages link (Bootstrap 3.3.7, as Leaf ships it)"},
+	{"GET HEAD", "/fonts/glyphicons-halflings-regular.woff2", "", "the font that stylesheet declares"},
 	{"GET", "/dashboard/*", "", "the dashboard's static files"},
 	{"GET HEAD", "/healthz", "", "liveness"},
 	{"GET HEAD", "/readyz", "", "readiness of every enabled mode"},

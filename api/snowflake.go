@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -21,29 +22,69 @@ func (h *handler) layout() snowflake.Layout {
 	return snowflake.DefaultLayout()
 }
 
-// decodeSnowflakeID is Leaf's /decodeSnowflakeId?snowflakeId=N: a JSON object
-// of strings, timestamp formatted "<ms>(yyyy-MM-dd HH:mm:ss.SSS)" in the
-// server's local time zone as Leaf's SimpleDateFormat does. A malformed ID
-// gets Leaf's errorMsg field, but with status 400 where Leaf answers 200.
+// leafDecoded is Leaf's /decodeSnowflakeId answer: strings, in the order
+// Leaf's HashMap gives its keys.
+type leafDecoded struct {
+	WorkerID   string `json:"workerId"`
+	SequenceID string `json:"sequenceId"`
+	Timestamp  string `json:"timestamp"`
+}
+
+// maxFormBody bounds a form body read for /decodeSnowflakeId, in bytes.
+const maxFormBody = 64 << 10
+
+// decodeSnowflakeID is Leaf's /decodeSnowflakeId?snowflakeId=N, any method:
+// 200 and a JSON object of strings, timestamp formatted
+// "<ms>(yyyy-MM-dd HH:mm:ss.SSS)" in the server's local time zone as Leaf's
+// SimpleDateFormat does. As Leaf's @RequestParam, the parameter is read from
+// the query, else from a form body; a missing one is Spring's 400
+// (MissingServletRequestParameterException). A value that is not a Java long
+// (Long.parseLong: optional sign, ASCII digits here) gets 200 and Leaf's
+// errorMsg. A negative ID is decoded as Leaf decodes it: arithmetic shifts,
+// so -1 is worker 1023, sequence 4095, one millisecond before the epoch.
 func (h *handler) decodeSnowflakeID(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.URL.Query().Get("snowflakeId"), 10, 64)
-	if err != nil || id < 0 {
+	q := r.URL.Query()
+	if !q.Has("snowflakeId") {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
+		if err := r.ParseForm(); err == nil {
+			q = r.PostForm
+		}
+	}
+	if !q.Has("snowflakeId") {
+		h.springError(w, r, http.StatusBadRequest, "org.springframework.web.bind.MissingServletRequestParameterException",
+			"Required String parameter 'snowflakeId' is not present")
+		return
+	}
+	id, err := strconv.ParseInt(q.Get("snowflakeId"), 10, 64)
+	if err != nil {
 		leafDecodeError(w)
 		return
 	}
-	p := h.layout().Decompose(id)
-	writeJSON(w, http.StatusOK, map[string]string{
-		"timestamp":  strconv.FormatInt(p.Millis, 10) + "(" + time.UnixMilli(p.Millis).Format("2006-01-02 15:04:05.000") + ")",
-		"workerId":   strconv.FormatInt(p.Worker, 10),
-		"sequenceId": strconv.FormatInt(p.Sequence, 10),
+	l := h.layout()
+	p := l.Decompose(id)
+	if id < 0 {
+		p.Millis = id>>(l.WorkerBits+l.SequenceBits) + l.EpochMillis()
+	}
+	writeJSON(w, http.StatusOK, leafDecoded{
+		WorkerID:   strconv.FormatInt(p.Worker, 10),
+		SequenceID: strconv.FormatInt(p.Sequence, 10),
+		Timestamp:  strconv.FormatInt(p.Millis, 10) + "(" + time.UnixMilli(p.Millis).Format("2006-01-02 15:04:05.000") + ")",
 	})
 }
 
 func (h *handler) view(id int64) snowflake.Description { return h.layout().Describe(id) }
 
-// decode is GET /api/v1/snowflake/decode/{id}.
+// decode is GET /api/v1/snowflake/decode/{id}: id is a decimal integer from
+// 0 to 9223372036854775807, read once unescaped, so an escaped ID is the
+// same ID ("%35" is 5, "%2B5" is "+5" is 5, as for leafctl decode and Java's
+// Long.parseLong). Anything else is 400 bad_id.
 func (h *handler) decode(w http.ResponseWriter, r *http.Request) {
 	raw := chi.URLParam(r, "id")
+	if r.URL.RawPath != "" { // chi hands over the escaped segment then
+		if s, err := url.PathUnescape(raw); err == nil {
+			raw = s
+		}
+	}
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 0 {
 		h.apiError(w, r, http.StatusBadRequest, "bad_id", "id must be a non-negative 64-bit decimal integer, got "+strconv.Quote(raw))

@@ -137,43 +137,6 @@ func TestSegmentBuffersDisabled(t *testing.T) {
 	}
 }
 
-func TestLeafPages(t *testing.T) {
-	const odd = `<b>"x"&'y'</b>`
-	s := newOpsServer(t, dbtest.SQLite(t), segment.Config{},
-		store.Row{BizTag: "leaf-segment-test", MaxID: 1, Step: 2000},
-		store.Row{BizTag: odd, MaxID: 7, Step: 3})
-	s.get(t, "/api/segment/get/leaf-segment-test")
-	tests := []struct {
-		path string
-		want []string
-	}{
-		{"/cache", []string{
-			"<th>name</th><th>init</th><th>next</th><th>pos</th><th>value0</th><th>max0</th><th>step0</th><th>value1</th><th>max1</th><th>step1</th>",
-			"<tr><td>leaf-segment-test</td><td>true</td><td>false</td><td>0</td><td>2</td><td>2001</td><td>2000</td><td>0</td><td>0</td><td>0</td></tr>",
-			"<td>&lt;b&gt;&#34;x&#34;&amp;&#39;y&#39;&lt;/b&gt;</td><td>false</td>",
-		}},
-		{"/db", []string{
-			"<th>tag</th><th>max</th><th>step</th><th>update</th>",
-			"<tr><td>leaf-segment-test</td><td>2001</td><td>2000</td><td>",
-			"<td>&lt;b&gt;&#34;x&#34;&amp;&#39;y&#39;&lt;/b&gt;</td><td>7</td><td>3</td>",
-		}},
-	}
-	for _, tt := range tests {
-		got := s.get(t, tt.path)
-		if got.status != 200 || got.ctype != "text/html; charset=utf-8" {
-			t.Errorf("GET %s = %d %q, want 200 HTML", tt.path, got.status, got.ctype)
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(got.body, w) {
-				t.Errorf("GET %s lacks %s\nbody:\n%s", tt.path, w, got.body)
-			}
-		}
-		if strings.Contains(got.body, odd) {
-			t.Errorf("GET %s shows the tag %s unescaped", tt.path, odd)
-		}
-	}
-}
-
 func TestDashboardFiles(t *testing.T) {
 	s := newOpsServer(t, dbtest.SQLite(t), segment.Config{}, demo)
 	tests := []struct {

@@ -190,12 +190,13 @@ func (w *Worker) waitForClock(ctx context.Context, mark time.Time, from string) 
 }
 
 // ensurePath creates p and its parents as empty persistent nodes where missing (Curator's
-// creatingParentsIfNeeded).
+// creatingParentsIfNeeded). Their data is 0 bytes, not null, as Curator writes them: go-zookeeper
+// sends a nil slice as null (length -1), which a Java client reads as data == null.
 func ensurePath(conn *zk.Conn, p string) error {
 	cur := ""
 	for _, part := range strings.Split(strings.Trim(p, "/"), "/") {
 		cur += "/" + part
-		_, err := conn.Create(cur, nil, 0, zk.WorldACL(zk.PermAll))
+		_, err := conn.Create(cur, []byte{}, 0, zk.WorldACL(zk.PermAll))
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return err
 		}
