@@ -48,7 +48,7 @@ func openSegmentStore(ctx context.Context, cfg Config, log *slog.Logger) (store.
 	if c.Dialect == dsn.SQLite || ctx.Err() != nil || (cfg.SnowflakeEnabled && cfg.WorkerIDSource == "sql") {
 		return nil, fmt.Errorf("open store %s: %w", dsn.Redact(cfg.DSN()), err)
 	}
-	log.Error("segment database not reachable at start: snowflake mode serves, segment routes answer -3 and /readyz says why until it answers; retrying in the background",
+	log.Error("segment database not reachable at start: snowflake mode serves; segment routes answer -1 or -3 and /readyz says why until it answers (then the migrations run); retrying in the background",
 		"store", dsn.Redact(cfg.DSN()), "err", err)
 	return openLazy(cfg.DSN(), cfg.Migrate, err, log), nil
 }
@@ -124,7 +124,7 @@ func (l *lazyStore) retry(ctx context.Context) {
 			l.mu.Lock()
 			l.lastErr = err
 			l.mu.Unlock()
-			l.log.Warn("segment database still not reachable; segment routes answer -3 until it answers",
+			l.log.Warn("segment database still not reachable; segment routes answer -1 or -3 until it answers",
 				"store", dsn.Redact(l.dsn), "err", err, "next_attempt_in", wait)
 			continue
 		}
