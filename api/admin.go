@@ -32,7 +32,7 @@ func (h *handler) adminRoutes(r chi.Router) {
 		return // routes absent: 404 like any unknown path
 	}
 	r.Route("/api/v1/admin", func(r chi.Router) {
-		r.Use(h.requireToken)
+		r.Use(h.requireToken, h.withinWait)
 		r.Get("/tags", h.adminList)
 		r.Post("/tags", h.adminCreate)
 		r.Put("/tags/{tag}", h.adminUpdate)
@@ -68,6 +68,18 @@ func (h *handler) requireToken(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// withinWait gives an admin request Deps.WaitTimeout in all for its
+// database work (the store calls and the tag-list re-read after a create):
+// no admin answer waits longer for a database that does not answer (issue
+// 16 item 7).
+func (h *handler) withinWait(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), h.d.WaitTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -146,9 +158,7 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 		// when a request just before found it missing (the generator
 		// remembers a miss for 2 s). A failure leaves that to the refresh
 		// loop; the row exists either way.
-		ctx, cancel := context.WithTimeout(r.Context(), h.d.WaitTimeout)
-		defer cancel()
-		if err := h.d.Segment.Refresh(ctx); err != nil {
+		if err := h.d.Segment.Refresh(r.Context()); err != nil {
 			h.d.Logger.Warn("admin create: tag list not re-read", "biz_tag", row.BizTag, "err", err)
 		}
 	}

@@ -70,10 +70,10 @@ type Deps struct {
 	MaxBatch int
 	// ReadyTimeout bounds the store ping of /readyz; zero or less means 2 s.
 	ReadyTimeout time.Duration
-	// WaitTimeout is --wait-timeout: the longest the admin API waits for
-	// the tag-list re-read after a create; zero or less means 1 s. (The
-	// routes' Store calls are bounded by the Store given: leaf-server's
-	// answers within --wait-timeout.)
+	// WaitTimeout is --wait-timeout: the time an admin API request has in
+	// all for its database work; zero or less means 1 s. (The other routes'
+	// Store calls are bounded by the Store given: leaf-server's answers
+	// within --wait-timeout.)
 	WaitTimeout time.Duration
 
 	// Registerer receives leaf-go's collectors (HTTP requests, per-tag
