@@ -17,7 +17,10 @@ import (
 // tag (cfg.DemoTag), the high-water marks in cfg.DataDir, the generator, and
 // the fields of deps that the handler serves segment mode from. The caller
 // closes the returned generator after the server has stopped; tests call
-// startSegment so that they wire what run wires.
+// startSegment so that they wire what run wires. When st is a [lazyStore]
+// (the database did not answer at start) the demo tag, the engine log and a
+// tag refresh wait until it opens. deps.Store is st with every call bounded
+// by cfg.WaitTimeout ([boundStore]); the generator gets st itself.
 func startSegment(ctx context.Context, cfg Config, st store.Store, log *slog.Logger, deps *api.Deps) (*segment.Generator, error) {
 	lazy, _ := st.(*lazyStore) // the database did not answer at start
 	if cfg.DemoTag && lazy == nil {
