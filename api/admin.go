@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -31,7 +32,7 @@ func (h *handler) adminRoutes(r chi.Router) {
 		return // routes absent: 404 like any unknown path
 	}
 	r.Route("/api/v1/admin", func(r chi.Router) {
-		r.Use(h.requireToken)
+		r.Use(h.requireToken, h.withinWait)
 		r.Get("/tags", h.adminList)
 		r.Post("/tags", h.adminCreate)
 		r.Put("/tags/{tag}", h.adminUpdate)
@@ -67,6 +68,18 @@ func (h *handler) requireToken(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// withinWait gives an admin request Deps.WaitTimeout in all for its
+// database work (the store calls and the tag-list re-read after a create):
+// no admin answer waits longer for a database that does not answer (issue
+// 16 item 7).
+func (h *handler) withinWait(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), h.d.WaitTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -108,6 +121,8 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 		MaxID       json.Number `json:"maxId"`
 		Step        *int64      `json:"step"`
 		Description string      `json:"description"`
+		Force       bool        `json:"force"`
+		Reason      string      `json:"reason"`
 	}
 	if !h.decodeBody(w, r, &in) {
 		return
@@ -129,11 +144,15 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		row.MaxID = n
 	}
+	forced, ok := h.markGuard(w, r, row.BizTag, "maxId", row.MaxID, in.Force, in.Reason)
+	if !ok {
+		return
+	}
 	if err := h.d.Store.Create(r.Context(), row); err != nil {
 		h.storeError(w, r, err)
 		return
 	}
-	h.audit(r, "create", row.BizTag, slog.Int64("max_id", row.MaxID), slog.Int64("step", row.Step))
+	h.audit(r, "create", row.BizTag, append(forced, slog.Int64("max_id", row.MaxID), slog.Int64("step", row.Step))...)
 	if h.d.Segment != nil {
 		// Re-read the tag list, so that the new tag is served at once even
 		// when a request just before found it missing (the generator
@@ -218,7 +237,9 @@ func (h *handler) adminFence(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in struct {
-		Min json.Number `json:"min"`
+		Min    json.Number `json:"min"`
+		Force  bool        `json:"force"`
+		Reason string      `json:"reason"`
 	}
 	if !h.decodeBody(w, r, &in) {
 		return
@@ -228,13 +249,56 @@ func (h *handler) adminFence(w http.ResponseWriter, r *http.Request) {
 		h.apiError(w, r, http.StatusBadRequest, "bad_min", "min must be an integer in "+fieldRanges["min"]+" (a string is fine)")
 		return
 	}
+	forced, ok := h.markGuard(w, r, tag, "min", min, in.Force, in.Reason)
+	if !ok {
+		return
+	}
 	row, err := h.d.Store.Fence(r.Context(), tag, min)
 	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
-	h.audit(r, "fence", tag, slog.Int64("min", min), slog.Int64("max_id", row.MaxID))
+	h.audit(r, "fence", tag, append(forced, slog.Int64("min", min), slog.Int64("max_id", row.MaxID))...)
 	writeJSON(w, http.StatusOK, rowJSON(row))
+}
+
+// markGuard checks a create (field maxId) or fence (field min) of tag to
+// level against the high-water mark this server holds for the tag
+// ([segment.Generator.HighWater]: the highest max_id it was given or read,
+// kept in its data dir across restarts and across a DELETE of the row). IDs
+// below the mark may have been handed out, so a row below it would hand them
+// out again. Below the mark the request is refused with 409 below_high_water
+// naming the mark, unless it says "force": true with a non-empty "reason";
+// then ok is true and forced holds the attributes the audit line logs
+// (forced, reason, high_water), and the answer is logged at warn too. force
+// without a reason is 400 bad_body. Without segment mode there is no mark
+// and everything passes.
+func (h *handler) markGuard(w http.ResponseWriter, r *http.Request, tag, field string, level int64, force bool, reason string) (forced []slog.Attr, ok bool) {
+	reason = strings.TrimSpace(reason)
+	if force && reason == "" {
+		h.bodyError(w, r, badBodyError(`field force needs a "reason": say why IDs below this server's high-water mark cannot be handed out twice`))
+		return nil, false
+	}
+	if h.d.Segment == nil {
+		return nil, true
+	}
+	mark := h.d.Segment.HighWater(tag)
+	if level >= mark {
+		return nil, true
+	}
+	if !force {
+		h.apiError(w, r, http.StatusConflict, "below_high_water", fmt.Sprintf(
+			"%s %d of biz_tag %q is below this server's high-water mark %d for the tag (the highest max_id it was given, "+
+				"kept in its data dir): IDs up to %d may have been handed out already, and a row below the mark hands them out again. "+
+				`Use %s %d or more; if you know that no ID from %d to %d was handed out, resend with "force": true and a "reason" (it is logged)`,
+			field, level, tag, mark, mark-1, field, mark, level, mark-1))
+		return nil, false
+	}
+	h.d.Logger.LogAttrs(r.Context(), slog.LevelWarn, "admin: forced below the high-water mark",
+		slog.String("biz_tag", tag), slog.String("field", field), slog.Int64("value", level),
+		slog.Int64("high_water", mark), slog.String("reason", reason), slog.String("remote", r.RemoteAddr),
+		slog.String("request_id", requestID(r)))
+	return []slog.Attr{slog.Bool("forced", true), slog.String("reason", reason), slog.Int64("high_water", mark)}, true
 }
 
 func (h *handler) adminTag(w http.ResponseWriter, r *http.Request) (string, bool) {

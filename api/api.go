@@ -70,6 +70,11 @@ type Deps struct {
 	MaxBatch int
 	// ReadyTimeout bounds the store ping of /readyz; zero or less means 2 s.
 	ReadyTimeout time.Duration
+	// WaitTimeout is --wait-timeout: the time an admin API request has in
+	// all for its database work; zero or less means 1 s. (The other routes'
+	// Store calls are bounded by the Store given: leaf-server's answers
+	// within --wait-timeout.)
+	WaitTimeout time.Duration
 
 	// Registerer receives leaf-go's collectors (HTTP requests, per-tag
 	// segment state); nil means no metrics and no /metrics route. Use a
@@ -101,6 +106,9 @@ func NewHandler(d Deps) http.Handler {
 	}
 	if d.ReadyTimeout <= 0 {
 		d.ReadyTimeout = 2 * time.Second
+	}
+	if d.WaitTimeout <= 0 {
+		d.WaitTimeout = time.Second
 	}
 	if d.MaxBatch <= 0 {
 		d.MaxBatch = DefaultMaxBatch

@@ -263,6 +263,9 @@ func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64
 	case leafCode == -1:
 		code = "not_initialized"
 	}
+	if st, c := snowflakeFailure(err); c != "" {
+		status, code = st, c
+	}
 	if status == http.StatusServiceUnavailable {
 		retry := time.Second
 		var cb *snowflake.ClockBackwardsError

@@ -22,7 +22,9 @@ var (
 	ErrTagNotFound = errors.New("client: biz tag not found")
 	// ErrNotReady is matched by the *Error of a server that could not hand
 	// out an ID in time: segment Leaf code -3 (no segment ready), snowflake
-	// codes -1 and -3 (clock behind), or any other 503 of the batch route.
+	// codes -1 and -3 (clock behind) and -4 (leaf-go: its time high-water
+	// mark could not be stored, e.g. a full disk), or any other 503 of the
+	// batch route.
 	// The call was retried on the other servers before this was returned.
 	ErrNotReady = errors.New("client: server not ready")
 	// ErrNotInitialized is matched by the *Error of Segment for Leaf code -1:
@@ -183,7 +185,7 @@ func kindOf(r route, e *Error) error {
 	}
 	if r.snowflake {
 		switch {
-		case e.LeafCode == -1 || e.LeafCode == -3 || e.Status == 503:
+		case e.LeafCode == -1 || e.LeafCode == -3 || e.LeafCode == -4 || e.Status == 503:
 			return ErrNotReady
 		}
 		return nil

@@ -11,8 +11,8 @@ import (
 // is the caller's job. The fast path is one atomic add with no lock and
 // ignores ctx. When the current segment is spent Get switches to the
 // prefetched next one, or waits for the load in flight up to
-// [Config.WaitTimeout] ([Config.LoadTimeout] for the first segment of a tag)
-// and until ctx is done.
+// [Config.WaitTimeout] (for the first segment of a tag too) and until ctx
+// is done.
 //
 // Errors (see Code): [ErrTagNotFound] for a tag without a row (remembered for
 // two seconds after a lookup found none, and for any tag not in the cache
@@ -135,11 +135,9 @@ func (g *Generator) await(ctx context.Context, b *buffer, peek bool) (int64, err
 			continue // cur moved on; take again
 		}
 		if timer == nil {
-			wait := g.cfg.WaitTimeout
-			if s == nil {
-				wait = max(wait, g.cfg.LoadTimeout)
-			}
-			timer = time.NewTimer(wait)
+			// The first segment of a tag (a miss lookup) too: no answer
+			// waits past WaitTimeout (issue 16 item 7); the load goes on.
+			timer = time.NewTimer(g.cfg.WaitTimeout)
 		}
 		select {
 		case <-call.done:

@@ -118,14 +118,14 @@ func (f *FileMarks) Load(ctx context.Context) (map[string]int64, error) {
 	}
 	var mf marksFile
 	if err := json.Unmarshal(b, &mf); err != nil {
-		return nil, fmt.Errorf("high-water marks file %s: %w", f.path, err)
+		return nil, fmt.Errorf("high-water marks file %s: %w%s", f.path, err, damagedHint(f.path))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for tag, s := range mf.Marks {
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("high-water marks file %s: mark of %q is %q, not an integer", f.path, tag, s)
+			return nil, fmt.Errorf("high-water marks file %s: mark of %q is %q, not an integer%s", f.path, tag, s, damagedHint(f.path))
 		}
 		f.marks[tag] = max(f.marks[tag], v)
 	}
@@ -248,4 +248,14 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
+}
+
+// damagedHint says what to do about the damaged marks file at path (issue
+// 16 item 9: the refusal used to end at the parse error).
+func damagedHint(path string) string {
+	return fmt.Sprintf(". The file is damaged, and starting without it would drop restore safety, so the start stops. "+
+		"Restore it from a backup of this data dir; or, if leaf_alloc has not gone back in time (no restored backup, "+
+		"no failover to a lagging replica) since this server last ran, move it aside (mv %s %s.damaged) and start "+
+		"again: the marks are rebuilt from leaf_alloc's max_id at the first tag refresh (README \"Restore runbook\")",
+		path, path)
 }

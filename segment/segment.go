@@ -208,8 +208,8 @@ type Config struct {
 	// updateCacheFromDbAtEveryMinute). Default 60 s.
 	RefreshInterval time.Duration
 	// LoadTimeout bounds one allocation transaction and one tag-list read.
-	// A first use of a tag waits up to this long for its first segment.
-	// Default 5 s.
+	// No caller waits that long: Get waits at most WaitTimeout, for a first
+	// segment too, while the load goes on. Default 5 s.
 	LoadTimeout time.Duration
 	// MissLookupRate is the number of database lookups per second allowed
 	// for tags not in the cache, so that probing random tags cannot flood

@@ -55,7 +55,7 @@ var spentSegment = func() *segment {
 // cached tag returns at once (its first segment, if not loaded yet, is
 // loaded by the first Get); a tag not in the cache is looked up in the
 // database (the rate-limited miss lookup) by loading its first segment,
-// waiting for it up to [Config.LoadTimeout] and until ctx is done. It takes no
+// waiting for it up to [Config.WaitTimeout] and until ctx is done. It takes no
 // ID.
 //
 // Errors are [Generator.Get]'s for the same tag: [ErrTagNotFound] for a tag

@@ -41,7 +41,7 @@ var (
 	ErrClockBehindMark = errors.New("snowflake: clock behind the persisted high-water mark")
 	// ErrHighWater is returned by New when the high-water mark cannot be loaded, and by
 	// Generator.Next when a new mark cannot be stored; no ID is issued past the stored mark.
-	// Code -1. The error wraps the store's error.
+	// Code -4. The error wraps the store's error.
 	ErrHighWater = errors.New("snowflake: high-water mark")
 	// ErrLeaseExpired is returned by Generator.Next once Settings.Lease reports that the worker
 	// ID may belong to another node. Code -1.
@@ -77,7 +77,9 @@ func (e *ClockBackwardsError) Is(target error) bool { return target == e.Err }
 // Code maps an error from Generator.Next to Leaf's snowflake result code, as the
 // Leaf-compatible HTTP API reports it in `Result{id=<code>, status=EXCEPTION}`: 0 for nil;
 // -2 for ErrInterrupted or a context error; -3 for ErrClockBackwards and ErrClockBehindMark;
-// -1 for everything else (ErrClockBehind, ErrHighWater, ErrLeaseExpired, ErrTimeRange, …).
+// -4 for ErrHighWater (leaf-go: a mark that could not be stored, e.g. on a full disk, is not
+// Leaf's -1 "clock still behind"; Leaf has no such failure); -1 for everything else
+// (ErrClockBehind, ErrLeaseExpired, ErrTimeRange, …).
 func Code(err error) int64 {
 	switch {
 	case err == nil:
@@ -86,6 +88,8 @@ func Code(err error) int64 {
 		return -2
 	case errors.Is(err, ErrClockBackwards), errors.Is(err, ErrClockBehindMark):
 		return -3
+	case errors.Is(err, ErrHighWater):
+		return -4
 	default:
 		return -1
 	}

@@ -249,7 +249,7 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 		case g.lease != nil && expired(now, g.lease.Expiry()):
 			exp := g.lease.Expiry()
 			g.mu.Unlock()
-			return 0, fmt.Errorf("%w: expired at %s", ErrLeaseExpired, exp.UTC().Format(time.RFC3339Nano))
+			return 0, g.leaseError(now, exp)
 		case ms-g.epochMillis < 0 || ms-g.epochMillis > g.maxTime:
 			g.mu.Unlock()
 			return 0, fmt.Errorf("%w: clock reads %s, layout covers %s to %s", ErrTimeRange,
@@ -310,7 +310,8 @@ func (g *Generator) raiseMark(ctx context.Context, ms int64) error {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return interrupted(ctxErr)
 		}
-		return fmt.Errorf("%w: store %d: %w", ErrHighWater, mark, err)
+		return fmt.Errorf("%w: not stored (%d): no ID is issued past the last stored mark until a store "+
+			"succeeds; free space where the mark is kept (the data dir, or the worker ID's store): %w", ErrHighWater, mark, err)
 	}
 	g.markStores.Add(1)
 	g.mu.Lock()
@@ -322,6 +323,18 @@ func (g *Generator) raiseMark(ctx context.Context, ms int64) error {
 // expired reports whether a lease with expiry exp no longer backs IDs at now; the zero time
 // never expires.
 func expired(now, exp time.Time) bool { return !exp.IsZero() && !now.Before(exp) }
+
+// leaseError is Next's ErrLeaseExpired for a lease whose Expiry read exp at now. An expiry
+// that is not a real instant (the zero time, or before the epoch: a lease lost or released
+// reports one long past) is not printed as a time.
+func (g *Generator) leaseError(now, exp time.Time) error {
+	if exp.IsZero() || exp.Before(g.layout.Epoch) {
+		return fmt.Errorf("%w: the lease was lost or released, and another node may hold the worker ID now; "+
+			"no snowflake IDs until this server claims a worker ID again (restart it)", ErrLeaseExpired)
+	}
+	return fmt.Errorf("%w: expired at %s, %v ago: its renewals failed since (see the log); no snowflake IDs "+
+		"until one succeeds", ErrLeaseExpired, exp.UTC().Format(time.RFC3339Nano), now.Sub(exp).Round(time.Millisecond))
+}
 
 func interrupted(err error) error { return fmt.Errorf("%w: %w", ErrInterrupted, err) }
 

@@ -386,7 +386,7 @@ func TestCode(t *testing.T) {
 		{give: context.DeadlineExceeded, want: -2},
 		{give: &snowflake.ClockBackwardsError{Behind: time.Second, Err: snowflake.ErrClockBackwards}, want: -3},
 		{give: &snowflake.ClockBackwardsError{Behind: time.Second, Err: snowflake.ErrClockBehindMark}, want: -3},
-		{give: snowflake.ErrHighWater, want: -1},
+		{give: snowflake.ErrHighWater, want: -4},
 		{give: errors.New("other"), want: -1},
 	}
 	for _, tt := range tests {

@@ -182,8 +182,8 @@ func TestHighWaterMarkGuard(t *testing.T) {
 			if !errors.Is(err, snowflake.ErrHighWater) || i != 300 {
 				t.Fatalf("Next() #%d = %v, want ErrHighWater at #300", i, err)
 			}
-			if code := snowflake.Code(err); code != -1 {
-				t.Errorf("Code(%v) = %d, want -1", err, code)
+			if code := snowflake.Code(err); code != -4 {
+				t.Errorf("Code(%v) = %d, want -4 (issue 16 item 9: not Leaf's -1)", err, code)
 			}
 			break
 		}

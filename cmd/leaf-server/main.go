@@ -21,7 +21,6 @@ import (
 
 	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/store"
-	"github.com/leaf-go/leaf/store/dsn"
 )
 
 func main() {
@@ -94,17 +93,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewBuildInfoCollector(),
 	)
-	deps := api.Deps{Logger: log, Registerer: reg, AdminToken: cfg.AdminToken}
+	deps := api.Deps{Logger: log, Registerer: reg, AdminToken: cfg.AdminToken, WaitTimeout: cfg.WaitTimeout}
 	// The store holds leaf_alloc for segment mode and the worker leases of
 	// --worker-id-source sql.
 	var st store.Store
 	if cfg.SegmentEnabled || (cfg.SnowflakeEnabled && cfg.WorkerIDSource == "sql") {
-		st, err = dsn.Open(ctx, cfg.DSN(), cfg.Migrate)
+		st, err = openSegmentStore(ctx, cfg, log)
 		if err != nil {
-			return fmt.Errorf("open store %s: %w", dsn.Redact(cfg.DSN()), err)
+			return err
 		}
 		defer func() { err = errors.Join(err, st.Close()) }()
-		logEngine(ctx, st, log)
 	}
 	if cfg.SegmentEnabled {
 		gen, err := startSegment(ctx, cfg, st, log, &deps)

@@ -17,9 +17,13 @@ import (
 // tag (cfg.DemoTag), the high-water marks in cfg.DataDir, the generator, and
 // the fields of deps that the handler serves segment mode from. The caller
 // closes the returned generator after the server has stopped; tests call
-// startSegment so that they wire what run wires.
+// startSegment so that they wire what run wires. When st is a [lazyStore]
+// (the database did not answer at start) the demo tag, the engine log and a
+// tag refresh wait until it opens. deps.Store is st with every call bounded
+// by cfg.WaitTimeout ([boundStore]); the generator gets st itself.
 func startSegment(ctx context.Context, cfg Config, st store.Store, log *slog.Logger, deps *api.Deps) (*segment.Generator, error) {
-	if cfg.DemoTag {
+	lazy, _ := st.(*lazyStore) // the database did not answer at start
+	if cfg.DemoTag && lazy == nil {
 		if err := seedDemo(ctx, st, log); err != nil {
 			return nil, err
 		}
@@ -37,7 +41,23 @@ func startSegment(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("start segment mode: %w", err)
 	}
-	deps.Segment, deps.Store, deps.LoadMetrics = gen, st, loads
+	if lazy != nil {
+		lazy.OnOpen(func(ctx context.Context, st store.Store) {
+			// What a start with the database up does, now that it answers.
+			if cfg.DemoTag {
+				if err := seedDemo(ctx, st, log); err != nil {
+					log.Warn("demo tag not inserted", "err", err)
+				}
+			}
+			logEngine(ctx, st, log)
+			if err := gen.Refresh(ctx); err != nil {
+				log.Warn("segment: tag list not read after the database came up; the refresh loop retries", "err", err)
+			}
+		})
+	}
+	// The routes' store answers within --wait-timeout, like the ID routes
+	// (issue 16 item 7); the generator's loads have their own timeout.
+	deps.Segment, deps.Store, deps.LoadMetrics = gen, boundStore{Store: st, timeout: cfg.WaitTimeout}, loads
 	log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()), "high_water_marks", marks.Path())
 	return gen, nil
 }

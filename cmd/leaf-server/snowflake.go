@@ -46,9 +46,36 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 		}
 	}
 	l := gen.Layout()
+	warnLayoutEnd(log, l, time.Now())
 	log.Info("snowflake mode on", "source", src.Name(), "worker_id", gen.WorkerID(),
 		"epoch_ms", l.EpochMillis(), "layout_end", l.End().Format("2006-01-02"))
 	return gen, src, nil
+}
+
+// layoutEndWarn: a layout that ends sooner than this after the start is
+// warned about at every start.
+const layoutEndWarn = 20 * 365 * 24 * time.Hour
+
+// warnLayoutEnd logs a warning when l ends within layoutEndWarn of now
+// (issue 16 item 9: --epoch-ms 0 with 41 time bits ends on 2039-09-07 and
+// was accepted with an INFO line). It warns rather than refuses: a deployment
+// that already issues IDs on that layout cannot move its epoch without
+// repeating IDs (the layout guard refuses such a change), and refusing would
+// only take it down. Leaf's fixed epoch is snowflake.DefaultEpochMillis.
+func warnLayoutEnd(log *slog.Logger, l snowflake.Layout, now time.Time) {
+	left := l.End().Sub(now)
+	if left >= layoutEndWarn {
+		return
+	}
+	msg := "snowflake layout runs out soon: from layout_end on every snowflake request fails (time_outside_layout)"
+	if l.EpochMillis() == 0 {
+		msg = "--epoch-ms 0 is the Unix epoch, not Leaf's: the snowflake layout runs out soon; from layout_end on every snowflake request fails (time_outside_layout)"
+	}
+	log.Warn(msg, "layout_end", l.End().Format("2006-01-02"), "years_left", fmt.Sprintf("%.1f", left.Hours()/(24*365.25)),
+		"epoch_ms", l.EpochMillis(), "time_bits", l.TimeBits,
+		"fix", fmt.Sprintf("a new deployment: keep the default --epoch-ms %d (Leaf's, ends %s with 41 time bits); "+
+			"one that already issued IDs cannot change the epoch without repeating IDs: plan the move to new IDs before layout_end",
+			snowflake.DefaultEpochMillis, snowflake.DefaultLayout().End().Format("2006-01-02")))
 }
 
 // claimWorkerID opens the worker ID source that cfg.WorkerIDSource names.

@@ -82,9 +82,10 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 	var (
 		step, maxID int64
 		desc        string
+		guard       markGuard
 	)
 	cmd := &cobra.Command{
-		Use:   "create <tag> --step N [--max-id N] [--description S]",
+		Use:   "create <tag> --step N [--max-id N] [--description S] [--marks FILE]…",
 		Short: "Create a tag; its first ID is --max-id",
 		Args:  exactArgs(1, "one tag"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,6 +97,9 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 				return usagef("--max-id must be at least 1, got %d", maxID)
 			}
 			if err := checkRow(r); err != nil {
+				return err
+			}
+			if err := guard.check(cmd.Context(), e, r.BizTag, "--max-id", r.MaxID); err != nil {
 				return err
 			}
 			return withStore(cmd, g, func(ctx context.Context, st store.Store) error {
@@ -114,6 +118,7 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 	f.Int64Var(&step, "step", 0, fmt.Sprintf("IDs per database allocation, 1..%d (required; Leaf's sample uses 2000)", store.MaxStep))
 	f.Int64Var(&maxID, "max-id", 1, "the first ID the tag will hand out (max_id of the new row), at least 1")
 	f.StringVar(&desc, "description", "", fmt.Sprintf("free text, at most %d characters", store.MaxDescriptionLen))
+	guard.addFlags(cmd)
 	return cmd
 }
 
@@ -272,15 +277,20 @@ refuses without --yes.`,
 }
 
 func newTagFenceCmd(e env, g *globals) *cobra.Command {
-	var minID int64
+	var (
+		minID int64
+		guard markGuard
+	)
 	cmd := &cobra.Command{
-		Use:   "fence <tag> --min N",
+		Use:   "fence <tag> --min N [--marks FILE]…",
 		Short: "Raise a tag's max_id to at least N (never lowers it), e.g. after a database restore",
 		Long: `Raise a tag's max_id to at least --min, never lowering it, so that every
 segment handed out afterwards starts at or above --min. Use it after a
 restored backup or a failover to a lagging replica took the database back in
 time: leaf-server refuses such a tag until it is fenced past the highest
-max_id it has seen (its log and metrics name the value to fence to).
+max_id it has seen (its log and metrics name the value to fence to). With
+--marks <data-dir>/segment-marks.json of each server, a --min below a
+server's mark for the tag is refused (--force --reason to go below anyway).
 
 An audit line (operator, tag, old and new max_id, time) goes to stderr.`,
 		Args: exactArgs(1, "one tag"),
@@ -291,6 +301,9 @@ An audit line (operator, tag, old and new max_id, time) goes to stderr.`,
 			}
 			if minID < 1 {
 				return usagef("--min must be at least 1, got %d", minID)
+			}
+			if err := guard.check(cmd.Context(), e, tag, "--min", minID); err != nil {
+				return err
 			}
 			return withStore(cmd, g, func(ctx context.Context, st store.Store) error {
 				before, err := findRow(ctx, st, tag)
@@ -312,6 +325,7 @@ An audit line (operator, tag, old and new max_id, time) goes to stderr.`,
 		},
 	}
 	cmd.Flags().Int64Var(&minID, "min", 0, "the lowest max_id the tag may have afterwards (required)")
+	guard.addFlags(cmd)
 	return cmd
 }
 

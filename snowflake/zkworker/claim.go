@@ -81,11 +81,13 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 		w.loaded = time.UnixMilli(ep.Timestamp)
 	}
 	w.source = SourceZooKeeper
-	// The cache file's mark counts too when it belongs to the same worker ID.
+	// The cache file's mark counts too when it belongs to the same worker ID; a refusal names
+	// where the mark it waited for came from.
+	from := w.node
 	if cid, cmark, err := readCache(w.cachePath); err == nil && cid == w.id && cmark.After(w.loaded) {
-		w.loaded = cmark
+		w.loaded, from = cmark, w.cachePath
 	}
-	if err := w.waitForClock(ctx, w.loaded, w.node); err != nil {
+	if err := w.waitForClock(ctx, w.loaded, from); err != nil {
 		return err
 	}
 	w.mark.Store(max(w.loaded.UnixMilli(), now.UnixMilli()))
