@@ -259,7 +259,9 @@ func newClient(o *Options) (*clientv3.Client, error) {
 }
 
 // workerKey is the claim key of id; highWaterKey its mark's key.
-func workerKey(prefix string, id int64) string { return prefix + "/workers/" + strconv.FormatInt(id, 10) }
+func workerKey(prefix string, id int64) string {
+	return prefix + "/workers/" + strconv.FormatInt(id, 10)
+}
 
 func highWaterKey(prefix string, id int64) string {
 	return prefix + "/highwater/" + strconv.FormatInt(id, 10)
