@@ -137,9 +137,11 @@ func claim(ctx context.Context, cli *clientv3.Client, o Options) (*Worker, error
 // nil and the holders (ID → report text) when no ID could be taken.
 func claimRound(ctx context.Context, cli *clientv3.Client, o Options, skipped map[int64]string) (*Worker, map[int64]string, error) {
 	prefix := o.Prefix + "/workers/"
-	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	rctx, rcancel := context.WithTimeout(ctx, 3*o.RequestTimeout) // list, grant, and the claims
+	defer rcancel()
+	resp, err := cli.Get(rctx, prefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, nil, fmt.Errorf("etcdworker: list %s: %w", prefix, err)
+		return nil, nil, fmt.Errorf("etcdworker: list %s at %s: %w", prefix, strings.Join(o.Endpoints, ","), err)
 	}
 	holders := map[int64]string{}
 	for _, kv := range resp.Kvs {
@@ -160,7 +162,7 @@ func claimRound(ctx context.Context, cli *clientv3.Client, o Options, skipped ma
 	}
 	sentMono, sentWall := o.Clock.Now(), o.Wall()
 	ttlSec := int64(o.TTL / time.Second)
-	g, err := cli.Grant(ctx, ttlSec)
+	g, err := cli.Grant(rctx, ttlSec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("etcdworker: grant a %ds lease: %w", ttlSec, err)
 	}
@@ -168,7 +170,7 @@ func claimRound(ctx context.Context, cli *clientv3.Client, o Options, skipped ma
 	for _, id := range free {
 		key, hwKey := workerKey(o.Prefix, id), highWaterKey(o.Prefix, id)
 		val, _ := json.Marshal(report{Addr: o.Owner, TS: sentWall.UnixMilli(), Lease: leaseHex(g.ID), Since: sentWall.UnixMilli()})
-		tr, err := cli.Txn(ctx).
+		tr, err := cli.Txn(rctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(g.ID)), clientv3.OpGet(hwKey)).
 			Commit()
@@ -195,7 +197,7 @@ func claimRound(ctx context.Context, cli *clientv3.Client, o Options, skipped ma
 			skipped[id] = fmt.Sprintf("mark %s is %v ahead of this clock", time.UnixMilli(markMillis).UTC().Format(time.RFC3339), ahead.Round(time.Second))
 			o.Logger.Warn("snowflake worker ID's high-water mark is far ahead of the clock: taking another ID",
 				"worker_id", id, "key", hwKey, "ahead", ahead.Round(time.Millisecond), "max_mark_wait", o.MaxMarkWait)
-			_, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
+			_, err := cli.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
 			if err != nil {
 				revoke(cli, g.ID)
 				return nil, nil, fmt.Errorf("etcdworker: free %s: %w", key, err)
@@ -210,7 +212,9 @@ func claimRound(ctx context.Context, cli *clientv3.Client, o Options, skipped ma
 		w.log.Info("claimed snowflake worker ID in etcd", "key", key, "lease", leaseHex(g.ID), "ttl", ttl,
 			"range", fmt.Sprintf("[%d, %d]", o.MinWorker, o.MaxWorker), "high_water_ms", markMillis)
 		if err := w.waitMark(ctx); err != nil {
-			_ = w.Close(context.Background())
+			cctx, ccancel := context.WithTimeout(context.Background(), o.RequestTimeout)
+			_ = w.Close(cctx)
+			ccancel()
 			return nil, nil, err
 		}
 		return w, nil, nil
@@ -295,9 +299,11 @@ func checkPeers(ctx context.Context, cli *clientv3.Client, o *Options) error {
 		return nil
 	}
 	prefix := o.Prefix + "/workers/"
-	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	gctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+	resp, err := cli.Get(gctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	cancel()
 	if err != nil {
-		return fmt.Errorf("etcdworker: list %s: %w", prefix, err)
+		return fmt.Errorf("etcdworker: list %s at %s: %w", prefix, strings.Join(o.Endpoints, ","), err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil

@@ -79,6 +79,8 @@ const (
 	DefaultMaxMarkWait = 15 * time.Second
 	// DefaultDialTimeout bounds each connection attempt to an endpoint.
 	DefaultDialTimeout = 5 * time.Second
+	// DefaultRequestTimeout bounds each etcd request Claim makes.
+	DefaultRequestTimeout = 5 * time.Second
 )
 
 var (
@@ -114,6 +116,9 @@ type Options struct {
 	CertFile, KeyFile, CAFile string
 	// DialTimeout bounds each connection attempt; 0 means DefaultDialTimeout.
 	DialTimeout time.Duration
+	// RequestTimeout bounds each etcd request of Claim (an unreachable cluster fails the claim
+	// after it); 0 means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// Owner identifies this server in the claim key's report ("addr"), e.g. host/listen
 	// address; "" means "<hostname>:<pid>".
 	Owner string
@@ -182,6 +187,7 @@ func (o *Options) fill() error {
 	def(&o.StoreTimeout, DefaultStoreTimeout)
 	def(&o.MaxMarkWait, DefaultMaxMarkWait)
 	def(&o.DialTimeout, DefaultDialTimeout)
+	def(&o.RequestTimeout, DefaultRequestTimeout)
 	def(&o.ClaimWait, o.TTL+2*time.Second)
 	if o.Clock == nil {
 		o.Clock = snowflake.SystemClock{}
@@ -208,7 +214,7 @@ func (o *Options) fill() error {
 	case o.KeepAlive <= 0 || o.KeepAlive >= o.TTL-o.Margin:
 		return fmt.Errorf("%w: keepalive interval %v not in (0, TTL - margin = %v): the lease would lapse between keepalives",
 			ErrOptions, o.KeepAlive, o.TTL-o.Margin)
-	case o.MarkAhead < 0 || o.StoreTimeout < 0 || o.MaxMarkWait < 0 || o.DialTimeout < 0:
+	case o.MarkAhead < 0 || o.StoreTimeout < 0 || o.MaxMarkWait < 0 || o.DialTimeout < 0 || o.RequestTimeout < 0:
 		return fmt.Errorf("%w: negative duration", ErrOptions)
 	}
 	if err := o.Layout.Validate(o.Wall()); err != nil {

@@ -146,6 +146,8 @@ func TestClaim(t *testing.T) {
 	t.Run("crash", func(t *testing.T) {
 		o := opts(t, c)
 		o.MaxWorker = 0
+		// A tiny mark lead, so that what the successor waits for is the old lease.
+		o.MarkAhead = time.Millisecond
 		old := claimT(t, o)
 		seen := map[int64]bool{}
 		issue(t, gen(t, old), 1000, seen)
