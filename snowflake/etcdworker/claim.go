@@ -61,6 +61,9 @@ type Worker struct {
 	mu sync.Mutex // guards the fields below
 	// markMillis is the highest mark known stored, Unix ms.
 	markMillis int64
+	// askedMillis is the highest mark a Store call for the generator returned nil for, Unix ms:
+	// the generator issued no ID at or past it.
+	askedMillis int64
 	// lastKeepAlive is the local wall instant before the last successful keepalive was sent.
 	lastKeepAlive time.Time
 	// keepAlives, failures and consecutive count successful keepalives, failed ones, and

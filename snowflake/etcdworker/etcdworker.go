@@ -30,8 +30,9 @@
 //  4. The time high-water mark lives in its own key, written only while the claim holds
 //     (the write compares the claim key's CreateRevision). It is raised in the background on
 //     every keepalive to MarkAhead past the clock, so the generator's Store rarely waits on
-//     etcd (and never longer than StoreTimeout). A new holder loads it and waits until its
-//     clock has passed it (at most MaxMarkWait; a mark further ahead, as left by a clock that
+//     etcd (and never longer than StoreTimeout); Close lowers it to the highest mark the
+//     generator asked for, which bounds every ID it issued. A new holder loads it and waits
+//     until its clock has passed it (at most MaxMarkWait; a mark further ahead, as left by a clock that
 //     jumped a day ahead, makes Claim take another free ID instead).
 //  5. Close revokes the lease: the claim key disappears at once and the ID is free for the
 //     next server (SIGTERM in leaf-server). A crashed holder's ID is free TTL after its last
@@ -69,9 +70,11 @@ const (
 	// differences and the delay of a keepalive.
 	DefaultMargin = 2 * time.Second
 	// DefaultMarkAhead is how far ahead of the clock the background keepalive raises the
-	// high-water mark: the generator's window (3 s) plus one keepalive interval plus 1 s, so
-	// that the generator's own Store is already covered while keepalives succeed.
-	DefaultMarkAhead = 7 * time.Second
+	// high-water mark: TTL − Margin (8 s, the longest the generator issues after the last
+	// successful keepalive) plus the generator's window (3 s) plus 1 s, so that the generator's
+	// own Store never has to reach etcd while the lease is valid, even with keepalives failing.
+	// Close lowers the mark again to the generator's own (see Worker.Close).
+	DefaultMarkAhead = 12 * time.Second
 	// DefaultStoreTimeout bounds a high-water Store made for the generator.
 	DefaultStoreTimeout = time.Second
 	// DefaultMaxMarkWait is the longest a new holder waits for its clock to pass the stored

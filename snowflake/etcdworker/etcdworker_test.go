@@ -286,6 +286,46 @@ func TestHighWater(t *testing.T) {
 		}
 	})
 
+	t.Run("close-lowers", func(t *testing.T) {
+		o := opts(t, c)
+		o.MaxWorker = 0
+		w := claimT(t, o)
+		g := gen(t, w)
+		var last int64
+		for range 1000 {
+			id, err := g.Next(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = id
+		}
+		// Wait for a keepalive to raise the mark MarkAhead (12 s) past the clock.
+		var bg int64
+		waitFor(t, 3*testKeepAlive, "no background mark", func() bool {
+			r, err := cli.Get(context.Background(), highWaterKey(o.Prefix, 0))
+			if err != nil || len(r.Kvs) != 1 {
+				return false
+			}
+			bg, _ = strconv.ParseInt(string(r.Kvs[0].Value), 10, 64)
+			return bg > time.Now().Add(DefaultMarkAhead-2*time.Second).UnixMilli()
+		})
+		asked := g.Stats().HighWater.UnixMilli()
+		if err := w.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r, err := cli.Get(context.Background(), highWaterKey(o.Prefix, 0))
+		if err != nil || len(r.Kvs) != 1 {
+			t.Fatalf("mark after Close: %v %v", r, err)
+		}
+		after, _ := strconv.ParseInt(string(r.Kvs[0].Value), 10, 64)
+		lastMs := snowflake.DefaultLayout().Decompose(last).Millis
+		if after != asked || after <= lastMs || after >= bg {
+			t.Fatalf("mark after Close %d; want the generator's mark %d, above its last ID's ms %d and below the background mark %d",
+				after, asked, lastMs, bg)
+		}
+		t.Logf("Close lowered the mark from %+v to %+v ahead of the last ID", time.Duration(bg-lastMs)*time.Millisecond, time.Duration(after-lastMs)*time.Millisecond)
+	})
+
 	t.Run("far-ahead", func(t *testing.T) {
 		o := opts(t, c)
 		o.MaxWorker = 1

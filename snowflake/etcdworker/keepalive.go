@@ -144,6 +144,7 @@ func (w *Worker) Store(ctx context.Context, mark time.Time) error {
 	case closed:
 		return ErrClosed
 	case ms <= stored:
+		w.asked(ms)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
@@ -158,8 +159,10 @@ func (w *Worker) Store(ctx context.Context, mark time.Time) error {
 	stored = w.markMillis
 	w.mu.Unlock()
 	if ms <= stored {
+		w.asked(ms)
 		return nil
 	}
+	asked := ms
 	// Write a little further than asked, as the keepalive would, to store less often.
 	ms = max(ms, w.opts.Wall().Add(w.opts.MarkAhead).UnixMilli())
 	tr, err := w.fenced(ctx, w.putMark(ms)).Commit()
@@ -171,13 +174,40 @@ func (w *Worker) Store(ctx context.Context, mark time.Time) error {
 	}
 	w.mu.Lock()
 	w.markMillis = max(w.markMillis, ms)
+	w.askedMillis = max(w.askedMillis, asked)
 	w.mu.Unlock()
 	return nil
 }
 
-// Close stops the keepalives, makes Expiry a past instant (the generator refuses from now on)
-// and revokes the lease, which deletes the claim key at once: the worker ID is free for the
-// next server. The high-water key stays. ctx bounds the revoke. It returns the revoke's error
+// asked records that a Store for ms succeeded.
+func (w *Worker) asked(ms int64) {
+	w.mu.Lock()
+	w.askedMillis = max(w.askedMillis, ms)
+	w.mu.Unlock()
+}
+
+// lowerMark sets the high-water key to the highest mark the generator asked for (or the mark
+// loaded at claim, if higher), fenced by the claim: the generator, done by now, issued nothing
+// at or past it, so the next holder need not wait for the background mark. Best effort: the
+// higher mark stays on failure.
+func (w *Worker) lowerMark(ctx context.Context) {
+	w.mu.Lock()
+	mark, stored := max(w.askedMillis, w.floorMillis), w.markMillis
+	w.mu.Unlock()
+	if mark <= 0 || mark >= stored {
+		return
+	}
+	if _, err := w.fenced(ctx, w.putMark(mark)).Commit(); err != nil {
+		w.log.Warn("could not lower the high-water mark at close; the next holder waits for the higher one",
+			"err", err, "mark_ms", mark, "stored_ms", stored)
+	}
+}
+
+// Close stops the keepalives, makes Expiry a past instant (the generator refuses from now on),
+// lowers the high-water key to the highest mark the generator asked Store for (every ID it
+// issued lies below it; the generator must be done, as snowflake.Source requires) and revokes
+// the lease, which deletes the claim key at once: the worker ID is free for the next server.
+// The high-water key stays. ctx bounds the revoke. It returns the revoke's error
 // (nil when the claim was already lost); later calls return the first call's result.
 func (w *Worker) Close(ctx context.Context) error {
 	w.closeOnce.Do(func() {
@@ -191,6 +221,7 @@ func (w *Worker) Close(ctx context.Context) error {
 		lost := w.lostReason != ""
 		w.mu.Unlock()
 		if !lost {
+			w.lowerMark(ctx)
 			if _, err := w.cli.Revoke(ctx, w.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				// The lease runs out by itself TTL after the last keepalive.
 				w.closeErr = fmt.Errorf("etcdworker: revoke lease %s of worker ID %d: %w", leaseHex(w.lease), w.workerID, err)

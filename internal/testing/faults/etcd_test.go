@@ -257,7 +257,7 @@ func TestEtcdWorkerIDs(t *testing.T) {
 	r = check(t, tf, nil, "")
 	r.Scenario, r.Cmd, r.Recovery = "4 snowflake worker IDs", cmd, "n/a"
 	r.Size = "etcd, holder C stopped with SIGTERM, F started after"
-	r.Note = fmt.Sprintf("C's key gone when C had exited; F claimed worker %d %v after, listening %v after (waits for the high-water mark C left up to 7 s ahead)",
+	r.Note = fmt.Sprintf("C's key gone when C had exited; F claimed worker %d %v after, listening %v after (waits for the high-water mark C left, at most 3 s ahead)",
 		wf, fClaim.Round(time.Millisecond), fListen.Round(time.Millisecond))
 	report.add(t, r)
 
