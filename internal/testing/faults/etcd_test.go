@@ -3,7 +3,9 @@ package faults
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -98,7 +100,17 @@ func TestEtcdWorkerIDs(t *testing.T) {
 	ta, stopA := load(a)
 	tb, stopB := load(b)
 	tc, stopC := load(c)
-	time.Sleep(2 * time.Second)
+
+	// A fourth server finds the range full: it waits TTL + 2 s, then exits 1 naming the holders.
+	code, out, took := runExit(t, args...)
+	if code != 1 || !strings.Contains(out, "no free worker ID") || !strings.Contains(out, "10 held by") {
+		t.Errorf("fourth server with [10, 12] held: exit %d, want 1 with \"no free worker ID\" and the holders:\n%s", code, out)
+	}
+	report.add(t, row{
+		Scenario: "4 snowflake worker IDs", Size: "etcd, 3 servers hold [10, 12], a fourth starts",
+		Errors: map[string]int{fmt.Sprintf("exit %d", code): 1}, Recovery: "n/a (refused at start)", Cmd: cmd,
+		Note: fmt.Sprintf("waited and exited after %v (bound TTL + 2 s = 12 s); message: %s", took.Round(time.Millisecond), exitLine(out)),
+	})
 
 	// kill -9 A; D waits for A's lease.
 	stopA()
@@ -269,4 +281,79 @@ func TestEtcdWorkerIDs(t *testing.T) {
 		t.Errorf("%d of %d IDs repeated across the six servers, e.g. %v", dups, len(ids), ex)
 	}
 	t.Logf("%d IDs from six servers, no repeat", len(ids))
+}
+
+// runExit runs leaf-server with args until it exits (at most 60 s) and returns its exit code,
+// its output and how long it ran.
+func runExit(t *testing.T, args ...string) (int, string, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, serverBin, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = t.TempDir()
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(t0)
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "msg=listening") {
+		t.Errorf("leaf-server listened before it exited:\n%s", out)
+	}
+	return code, string(out), took
+}
+
+// TestEtcdPeerClock (issue 15 item 5): a holder whose clock (a -tags leaftest build, clock
+// shifted by a file) reads 30 s ahead makes a new server refuse to start (exit 1) naming the
+// holder's key; with the holder 2 s ahead the new server starts.
+func TestEtcdPeerClock(t *testing.T) {
+	t.Parallel()
+	cl := etcdtest.Start(t)
+	args := []string{"--segment=false", "--worker-id-source", "etcd", "--etcd-endpoints", strings.Join(cl.Endpoints(), ","),
+		"--etcd-prefix", "/leaf-peerclock"}
+	clk := newStepClock(t)
+	clk.set(t, 30*time.Second)
+	p := startClocked(t, t.TempDir(), clk, args...)
+	wp := status(t, p).WorkerID
+	code, out, took := runExit(t, args...)
+	name := "/leaf-peerclock/workers/" + strconv.FormatInt(wp, 10)
+	if code != 1 || !strings.Contains(out, "off the live peers' clocks") || !strings.Contains(out, name) {
+		t.Errorf("new server with a peer 30 s ahead: exit %d, want 1 naming %s:\n%s", code, name, out)
+	}
+	report.add(t, row{
+		Scenario: "4 snowflake worker IDs", Size: "etcd, a live holder's clock 30 s ahead, a new server starts (--max-peer-clock-skew 10s)",
+		Errors: map[string]int{fmt.Sprintf("exit %d", code): 1}, Recovery: "n/a (refused at start)",
+		Note: fmt.Sprintf("refused after %v; message: %s", took.Round(time.Millisecond), exitLine(out)),
+	})
+	clk.set(t, 2*time.Second)
+	time.Sleep(etcdKeepAlive + time.Second) // a report with the new offset
+	q := servertest.Start(t, serverBin, servertest.Options{Dir: t.TempDir(), Args: args, StartTimeout: 60 * time.Second})
+	if wq := status(t, q).WorkerID; wq == wp {
+		t.Errorf("both servers hold worker %d", wq)
+	}
+	if !strings.Contains(q.Logs(), "peer clock check passed") {
+		t.Errorf("no peer clock check in the log of the server started next to a peer 2 s ahead:\n%s", q.Logs())
+	}
+	report.add(t, row{
+		Scenario: "4 snowflake worker IDs", Size: "etcd, a live holder's clock 2 s ahead, a new server starts",
+		Recovery: "n/a", Note: "starts (peer clock check passed)",
+	})
+}
+
+// exitLine returns leaf-server's closing "leaf-server: …" line of out, shortened for the table.
+func exitLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "leaf-server: ") {
+			l = strings.ReplaceAll(l, "|", "/")
+			if len(l) > 500 {
+				l = l[:500] + "…"
+			}
+			return "`" + l + "`"
+		}
+	}
+	return "(none)"
 }
