@@ -100,9 +100,9 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		}()
 		return lease, nil
 	case "etcd":
-		owner := cfg.Listen
+		owner := fmt.Sprintf("%s pid %d", cfg.Listen, os.Getpid())
 		if h, err := os.Hostname(); err == nil {
-			owner = h + "/" + cfg.Listen
+			owner = h + "/" + owner
 		}
 		o := etcdworker.Options{
 			Endpoints: strings.Split(cfg.EtcdEndpoints, ","),

@@ -158,14 +158,14 @@ func (m *Member) run(initialCluster string) error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		logf.Close()
+		_ = logf.Close()
 		return fmt.Errorf("start %s: %w", m.Name, err)
 	}
 	m.cmd = cmd
 	m.done = make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
-		logf.Close()
+		_ = logf.Close()
 		close(m.done)
 	}()
 	return nil
@@ -235,7 +235,7 @@ func (m *Member) leader(ctx context.Context) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	st, err := cli.Status(sctx, m.Client)
@@ -321,7 +321,7 @@ func (m *Member) Restart(t testing.TB) {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if c, err := net.DialTimeout("tcp", m.Client, 200*time.Millisecond); err == nil {
-			c.Close()
+			_ = c.Close()
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -355,7 +355,7 @@ func freePorts(n int) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		l.Close()
+		_ = l.Close()
 		ports = append(ports, p)
 	}
 	if len(ports) < n {

@@ -269,7 +269,7 @@ func TestEtcdWorkerIDs(t *testing.T) {
 	r = check(t, tf, nil, "")
 	r.Scenario, r.Cmd, r.Recovery = "4 snowflake worker IDs", cmd, "n/a"
 	r.Size = "etcd, holder C stopped with SIGTERM, F started after"
-	r.Note = fmt.Sprintf("C's key gone when C had exited; F claimed worker %d %v after, listening %v after (waits for the high-water mark C left, at most 3 s ahead)",
+	r.Note = fmt.Sprintf("C's key gone when C had exited; F claimed worker %d %v after (its start includes the peer clock check, which waits for the live holders' next reports, up to 4 s), listening %v after (then waited for the high-water mark C left, at most 3 s ahead)",
 		wf, fClaim.Round(time.Millisecond), fListen.Round(time.Millisecond))
 	report.add(t, r)
 
