@@ -32,8 +32,12 @@
 //     every keepalive to MarkAhead past the clock, so the generator's Store rarely waits on
 //     etcd (and never longer than StoreTimeout); Close lowers it to the highest mark the
 //     generator asked for, which bounds every ID it issued. A new holder loads it and waits
-//     until its clock has passed it (at most MaxMarkWait; a mark further ahead, as left by a clock that
-//     jumped a day ahead, makes Claim take another free ID instead).
+//     until its clock has passed it (at most MaxMarkWait; a mark further ahead, as left by a
+//     clock that jumped a day ahead, makes Claim take another free ID instead). Since the
+//     successor's claim reads the mark in the transaction that takes the key, after every
+//     fenced write of the old holder, the old holder's IDs (all below its stored mark) and the
+//     successor's (all past it) differ in their time field even if the old holder wakes up
+//     and issues before it notices the loss: rule 2 is the first line, this the second.
 //  5. Close revokes the lease: the claim key disappears at once and the ID is free for the
 //     next server (SIGTERM in leaf-server). A crashed holder's ID is free TTL after its last
 //     keepalive.
