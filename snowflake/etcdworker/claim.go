@@ -117,7 +117,8 @@ func claim(ctx context.Context, cli *clientv3.Client, o Options) (*Worker, error
 		if err != nil || w != nil {
 			return w, err
 		}
-		if o.ClaimWait < 0 || time.Since(start) >= o.ClaimWait {
+		allSkipped := int64(len(skipped)) == o.MaxWorker-o.MinWorker+1 // waiting cannot help
+		if o.ClaimWait < 0 || time.Since(start) >= o.ClaimWait || allSkipped {
 			return nil, fmt.Errorf("%w in [%d, %d] under %s after waiting %v: %s",
 				ErrNoFreeWorker, o.MinWorker, o.MaxWorker, o.Prefix, time.Since(start).Round(time.Millisecond), describeHolders(holders, skipped))
 		}
