@@ -62,6 +62,29 @@ type Config struct {
 	// SnowflakePort is the port label registered with the IP (Leaf's
 	// leaf.snowflake.port); empty means the port of Listen.
 	SnowflakePort string
+	// Worker-ID lease sources (sql, etcd) and the etcd source.
+
+	// WorkerIDMin and WorkerIDMax bound the worker IDs a lease source
+	// (etcd) claims: WorkerIDMin..WorkerIDMax, where WorkerIDMax -1 means the
+	// layout's largest. Disjoint ranges keep clusters that share a layout but
+	// not a coordinator apart (issue 15 item 3). Default 0..-1.
+	WorkerIDMin, WorkerIDMax int64
+	// MaxPeerClockSkew is the largest allowed offset of this host's clock
+	// from the mean of the live holders' reported clocks, checked at start
+	// (Twitter snowflake's rule); 0 turns the check off. Default 10 s.
+	MaxPeerClockSkew time.Duration
+	// EtcdEndpoints is the etcd cluster for --worker-id-source etcd,
+	// host:port[,host:port…].
+	EtcdEndpoints string
+	// EtcdPrefix is the etcd key prefix; empty means /leaf-go/<leaf-name>.
+	EtcdPrefix string
+	// EtcdUsername and EtcdPassword authenticate to etcd when the username is
+	// set; the password is never printed.
+	EtcdUsername, EtcdPassword string
+	// EtcdCert, EtcdKey and EtcdCACert are PEM files for TLS to etcd: a
+	// client certificate and key (mutual TLS) and the CA bundle; any of them
+	// turns TLS on.
+	EtcdCert, EtcdKey, EtcdCACert string
 	// WaitTimeout bounds how long a request waits for a segment load in flight
 	// before answering -3. Default 1 s.
 	WaitTimeout time.Duration
@@ -103,6 +126,8 @@ func DefaultConfig() Config {
 		Migrate:          true,
 		DataDir:          "./data",
 		WaitTimeout:      time.Second,
+		WorkerIDMax:      -1,
+		MaxPeerClockSkew: 10 * time.Second,
 		RefreshInterval:  time.Minute,
 		ShutdownTimeout:  10 * time.Second,
 		DemoTag:          true,
@@ -149,7 +174,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.BoolVar(&cfg.Migrate, "migrate", cfg.Migrate, "apply the embedded migrations at start")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the SQLite file and local state (one server per dir: locked at start)")
 	fs.BoolVar(&cfg.SnowflakeEnabled, "snowflake", cfg.SnowflakeEnabled, "enable snowflake mode")
-	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static, zookeeper or sql (a lease in the --segment-dsn database)")
+	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static, zookeeper, sql (a lease in the --segment-dsn database) or etcd (a lease in --etcd-endpoints)")
 	fs.Int64Var(&cfg.EpochMillis, "epoch-ms", cfg.EpochMillis, "snowflake epoch in Unix ms (default Twitter's and Leaf's)")
 	fs.IntVar(&cfg.TimeBits, "time-bits", cfg.TimeBits, "snowflake time field width; time+worker+sequence bits must be 63")
 	fs.IntVar(&cfg.WorkerBits, "worker-bits", cfg.WorkerBits, "snowflake worker ID field width")
@@ -159,6 +184,16 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.LeafName, "leaf-name", cfg.LeafName, "Leaf's leaf.name: ZooKeeper namespace /snowflake/<leaf-name>")
 	fs.StringVar(&cfg.AdvertiseIP, "advertise-ip", cfg.AdvertiseIP, "IP registered in ZooKeeper (default: first non-loopback IPv4)")
 	fs.StringVar(&cfg.SnowflakePort, "snowflake-port", cfg.SnowflakePort, "port label registered in ZooKeeper (default: the --listen port)")
+	fs.Int64Var(&cfg.WorkerIDMin, "worker-id-min", cfg.WorkerIDMin, "lowest worker ID a lease source (etcd) claims")
+	fs.Int64Var(&cfg.WorkerIDMax, "worker-id-max", cfg.WorkerIDMax, "highest worker ID a lease source (etcd) claims (-1: the layout's largest)")
+	fs.DurationVar(&cfg.MaxPeerClockSkew, "max-peer-clock-skew", cfg.MaxPeerClockSkew, "refuse to start when this host's clock is off the live peers' mean by more (0 turns the check off)")
+	fs.StringVar(&cfg.EtcdEndpoints, "etcd-endpoints", cfg.EtcdEndpoints, "etcd client addresses host:port[,host:port] for --worker-id-source etcd")
+	fs.StringVar(&cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "etcd key prefix (default /leaf-go/<leaf-name>)")
+	fs.StringVar(&cfg.EtcdUsername, "etcd-username", cfg.EtcdUsername, "etcd user (authentication off when empty)")
+	fs.StringVar(&cfg.EtcdPassword, "etcd-password", cfg.EtcdPassword, "etcd password (never printed)")
+	fs.StringVar(&cfg.EtcdCert, "etcd-cert", cfg.EtcdCert, "client certificate PEM file for TLS to etcd (with --etcd-key)")
+	fs.StringVar(&cfg.EtcdKey, "etcd-key", cfg.EtcdKey, "client key PEM file for TLS to etcd")
+	fs.StringVar(&cfg.EtcdCACert, "etcd-cacert", cfg.EtcdCACert, "CA bundle PEM file that signed the etcd servers' certificates")
 	fs.Int64Var(&cfg.WorkerID, "worker-id", cfg.WorkerID, "static snowflake worker ID 0..1023 (unique per live server: your responsibility)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer token for /api/v1/admin (admin API off when empty)")
 	fs.StringVar(&cfg.PprofListen, "pprof-listen", cfg.PprofListen, "serve net/http/pprof on this host:port (off when empty; keep it private)")
@@ -247,7 +282,7 @@ func parseConfig(args []string, getenv func(string) string, usage func(string)) 
 }
 
 // secretFlags are never printed or logged in clear.
-var secretFlags = map[string]bool{"admin-token": true}
+var secretFlags = map[string]bool{"admin-token": true, "etcd-password": true}
 
 // printConfig writes every setting, its value (secrets hidden) and source.
 func (l loaded) printConfig(w io.Writer) {
@@ -306,14 +341,39 @@ func (c Config) validate() error {
 			}
 		case "sql":
 			// The lease table lives in the --segment-dsn store.
+		case "etcd":
+			if c.EtcdEndpoints == "" {
+				errs = append(errs, errors.New("--worker-id-source etcd needs --etcd-endpoints host:port[,host:port]"))
+			}
+			if p := c.etcdPrefix(); !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+				errs = append(errs, fmt.Errorf("--etcd-prefix %q: want a key prefix starting with / and not ending with /", p))
+			}
 		default:
-			errs = append(errs, fmt.Errorf("--worker-id-source %q: want static, zookeeper or sql", c.WorkerIDSource))
+			errs = append(errs, fmt.Errorf("--worker-id-source %q: want static, zookeeper, sql or etcd", c.WorkerIDSource))
+		}
+		if maxW := l.MaxWorker(); c.WorkerIDMin < 0 || c.WorkerIDMax < -1 ||
+			(l.WorkerBits > 0 && l.WorkerBits < 63 && (c.WorkerIDMax > maxW || c.WorkerIDMin > maxW ||
+				(c.WorkerIDMax >= 0 && c.WorkerIDMin > c.WorkerIDMax))) {
+			errs = append(errs, fmt.Errorf("--worker-id-min %d / --worker-id-max %d: want 0 <= min <= max <= %d (max -1: %d)",
+				c.WorkerIDMin, c.WorkerIDMax, maxW, maxW))
+		}
+		if c.MaxPeerClockSkew < 0 {
+			errs = append(errs, errors.New("--max-peer-clock-skew must not be negative (0 turns the check off)"))
 		}
 	}
 	if !c.SegmentEnabled && !c.SnowflakeEnabled {
 		errs = append(errs, errors.New("both modes are disabled: enable --segment or --snowflake"))
 	}
 	return errors.Join(errs...)
+}
+
+// etcdPrefix is the effective etcd key prefix: EtcdPrefix, or
+// /leaf-go/<leaf-name> when it is empty.
+func (c Config) etcdPrefix() string {
+	if c.EtcdPrefix != "" {
+		return c.EtcdPrefix
+	}
+	return "/leaf-go/" + c.LeafName
 }
 
 // Layout is the snowflake bit layout of c.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/etcdworker"
 	"github.com/leaf-go/leaf/snowflake/sqllease"
 	"github.com/leaf-go/leaf/snowflake/zkworker"
 	"github.com/leaf-go/leaf/store"
@@ -24,7 +25,8 @@ const sourceCloseTimeout = 5 * time.Second
 // startSnowflake claims a worker ID from cfg.WorkerIDSource and builds the
 // generator on it. The source keeps the time high-water mark: a file in the
 // data dir for static, the ZooKeeper node plus Leaf's cache file for
-// zookeeper, the lease row for sql. A restart with the clock behind the last
+// zookeeper, the lease row for sql, the <prefix>/highwater/<id> key for etcd
+// (whose lease is revoked by closeSource, freeing the ID at once). A restart with the clock behind the last
 // run issues nothing until the clock has caught up. The caller closes the
 // source (closeSource) after the server has stopped.
 func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.Logger) (*snowflake.Generator, snowflake.Source, error) {
@@ -124,6 +126,37 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			}
 		}()
 		return lease, nil
+	case "etcd":
+		owner := fmt.Sprintf("%s pid %d", cfg.Listen, os.Getpid())
+		if h, err := os.Hostname(); err == nil {
+			owner = h + "/" + owner
+		}
+		o := etcdworker.Options{
+			Endpoints: strings.Split(cfg.EtcdEndpoints, ","),
+			Prefix:    cfg.etcdPrefix(),
+			Username:  cfg.EtcdUsername, Password: cfg.EtcdPassword,
+			CertFile: cfg.EtcdCert, KeyFile: cfg.EtcdKey, CAFile: cfg.EtcdCACert,
+			Owner:     owner,
+			Layout:    layout,
+			MinWorker: cfg.WorkerIDMin, MaxWorker: cfg.WorkerIDMax,
+			MaxPeerClockSkew: cfg.MaxPeerClockSkew,
+			Logger:           log,
+		}
+		if clock != nil {
+			o.Clock = clock
+		}
+		w, err := etcdworker.Claim(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			select {
+			case <-w.Lost():
+				log.Error("snowflake worker ID lost in etcd: this server issues no snowflake IDs until restarted", "worker_id", w.WorkerID(), "key", w.Key())
+			case <-ctx.Done():
+			}
+		}()
+		return w, nil
 	default: // static
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return nil, err

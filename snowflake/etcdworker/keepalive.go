@@ -1,0 +1,235 @@
+package etcdworker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// run keeps the lease alive every KeepAlive (KeepAlive/2 after a failure) until ctx is
+// cancelled or the claim is lost.
+func (w *Worker) run(ctx context.Context) {
+	defer close(w.done)
+	timer := time.NewTimer(w.opts.KeepAlive)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		began := time.Now()
+		err := w.keepAliveOnce(ctx)
+		interval := w.opts.KeepAlive
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrLost), ctx.Err() != nil:
+			return
+		default:
+			interval = w.opts.KeepAlive / 2
+			w.mu.Lock()
+			n := w.consecutive
+			w.mu.Unlock()
+			w.log.Warn("etcd keepalive of the snowflake worker ID failed", "err", err,
+				"consecutive_failures", n, "expires_in", w.Expiry().Sub(w.opts.Clock.Now()).Round(time.Millisecond))
+		}
+		timer.Reset(max(interval-time.Since(began), 0))
+	}
+}
+
+// keepAliveOnce renews the lease, then, in one transaction fenced by the claim key's
+// CreateRevision, rewrites the clock report and raises the high-water mark to MarkAhead past
+// the clock. Only when both succeed does the deadline move (from the instant read before the
+// keepalive was sent). "Lease not found" or a failed fence makes the loss final.
+func (w *Worker) keepAliveOnce(ctx context.Context) error {
+	sentMono, sentWall := w.opts.Clock.Now(), w.opts.Wall()
+	cctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), w.opts.KeepAlive)
+	defer cancel()
+	ka, err := w.cli.KeepAliveOnce(cctx, w.lease)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return w.markLost(errLeaseGone)
+	}
+	if err != nil {
+		return w.failed(fmt.Errorf("keepalive: %w", err))
+	}
+	select {
+	case w.writeSem <- struct{}{}:
+	case <-cctx.Done():
+		return w.failed(fmt.Errorf("keepalive: high-water write in flight: %w", cctx.Err()))
+	}
+	defer func() { <-w.writeSem }()
+	w.mu.Lock()
+	mark := max(w.markMillis, w.opts.Wall().Add(w.opts.MarkAhead).UnixMilli())
+	w.mu.Unlock()
+	val, _ := json.Marshal(report{Addr: w.opts.Owner, TS: w.opts.Wall().UnixMilli(), Lease: leaseHex(w.lease), Since: w.since.UnixMilli()})
+	tr, err := w.fenced(cctx, clientv3.OpPut(w.key, string(val), clientv3.WithLease(w.lease)), w.putMark(mark)).Commit()
+	if err != nil {
+		return w.failed(fmt.Errorf("report and high-water write: %w", err))
+	}
+	if !tr.Succeeded {
+		return w.markLost(fmt.Errorf("%s is no longer this claim's (CreateRevision %d): deleted or taken over", w.key, w.createRev))
+	}
+	ttl := min(w.opts.TTL, time.Duration(ka.TTL)*time.Second)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.keepAlives++
+	w.consecutive = 0
+	w.lastKeepAlive = sentWall
+	w.markMillis = max(w.markMillis, mark)
+	if d := w.dl.Load(); d != nil {
+		next := &deadline{mono: sentMono.Add(ttl - w.opts.Margin), wall: sentWall.Add(ttl - w.opts.Margin)}
+		if next.mono.After(d.mono) {
+			w.dl.CompareAndSwap(d, next)
+		}
+	}
+	return nil
+}
+
+// fenced starts a transaction that runs ops only while the claim key is this claim's.
+func (w *Worker) fenced(ctx context.Context, ops ...clientv3.Op) clientv3.Txn {
+	return w.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.createRev)).Then(ops...)
+}
+
+// putMark writes the high-water mark (Unix ms).
+func (w *Worker) putMark(ms int64) clientv3.Op {
+	return clientv3.OpPut(w.hwKey, strconv.FormatInt(ms, 10))
+}
+
+// failed counts a failed keepalive and returns err.
+func (w *Worker) failed(err error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failures++
+	w.consecutive++
+	w.lastErr = err
+	return err
+}
+
+// markLost makes the loss final and returns it wrapped in ErrLost.
+func (w *Worker) markLost(reason error) error {
+	w.dl.Store(nil)
+	w.mu.Lock()
+	first := w.lostReason == ""
+	if first {
+		w.lostReason = reason.Error()
+		w.lastErr = reason
+	}
+	w.mu.Unlock()
+	w.lostOnce.Do(func() { close(w.lost) })
+	if first {
+		w.log.Error("snowflake worker ID lost in etcd: no more snowflake IDs from this server until it is restarted",
+			"key", w.key, "reason", reason)
+	}
+	return fmt.Errorf("%w: %w", ErrLost, reason)
+}
+
+// Store implements snowflake.HighWater: it makes sure the high-water key holds at least mark.
+// Usually the keepalives have already stored a higher mark and Store returns at once; else it
+// writes the mark, fenced by the claim, within StoreTimeout (and ctx). Errors: ErrLost (final),
+// ErrClosed, or etcd's error (the generator then issues nothing past its previous mark).
+func (w *Worker) Store(ctx context.Context, mark time.Time) error {
+	ms := mark.UnixMilli()
+	w.mu.Lock()
+	stored, closed, lostReason := w.markMillis, w.closed, w.lostReason
+	w.mu.Unlock()
+	switch {
+	case lostReason != "":
+		return fmt.Errorf("%w: %s", ErrLost, lostReason)
+	case closed:
+		return ErrClosed
+	case ms <= stored:
+		w.asked(ms)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
+	defer cancel()
+	select {
+	case w.writeSem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("etcdworker: store high-water mark: %w", ctx.Err())
+	}
+	defer func() { <-w.writeSem }()
+	w.mu.Lock()
+	stored = w.markMillis
+	w.mu.Unlock()
+	if ms <= stored {
+		w.asked(ms)
+		return nil
+	}
+	asked := ms
+	// Write a little further than asked, as the keepalive would, to store less often.
+	ms = max(ms, w.opts.Wall().Add(w.opts.MarkAhead).UnixMilli())
+	tr, err := w.fenced(ctx, w.putMark(ms)).Commit()
+	if err != nil {
+		return fmt.Errorf("etcdworker: store high-water mark of worker ID %d: %w", w.workerID, err)
+	}
+	if !tr.Succeeded {
+		return w.markLost(fmt.Errorf("%s is no longer this claim's (CreateRevision %d): deleted or taken over", w.key, w.createRev))
+	}
+	w.mu.Lock()
+	w.markMillis = max(w.markMillis, ms)
+	w.askedMillis = max(w.askedMillis, asked)
+	w.mu.Unlock()
+	return nil
+}
+
+// asked records that a Store for ms succeeded.
+func (w *Worker) asked(ms int64) {
+	w.mu.Lock()
+	w.askedMillis = max(w.askedMillis, ms)
+	w.mu.Unlock()
+}
+
+// lowerMark sets the high-water key to the highest mark the generator asked for (or the mark
+// loaded at claim, if higher), fenced by the claim: the generator, done by now, issued nothing
+// at or past it, so the next holder need not wait for the background mark. Best effort: the
+// higher mark stays on failure.
+func (w *Worker) lowerMark(ctx context.Context) {
+	w.mu.Lock()
+	mark, stored := max(w.askedMillis, w.floorMillis), w.markMillis
+	w.mu.Unlock()
+	if mark <= 0 || mark >= stored {
+		return
+	}
+	if _, err := w.fenced(ctx, w.putMark(mark)).Commit(); err != nil {
+		w.log.Warn("could not lower the high-water mark at close; the next holder waits for the higher one",
+			"err", err, "mark_ms", mark, "stored_ms", stored)
+	}
+}
+
+// Close stops the keepalives, makes Expiry a past instant (the generator refuses from now on),
+// lowers the high-water key to the highest mark the generator asked Store for (every ID it
+// issued lies below it; the generator must be done, as snowflake.Source requires) and revokes
+// the lease, which deletes the claim key at once: the worker ID is free for the next server.
+// The high-water key stays. ctx bounds the revoke. It returns the revoke's error
+// (nil when the claim was already lost); later calls return the first call's result.
+func (w *Worker) Close(ctx context.Context) error {
+	w.closeOnce.Do(func() {
+		if w.cancel != nil {
+			w.cancel()
+			<-w.done
+		}
+		w.dl.Store(nil)
+		w.mu.Lock()
+		w.closed = true
+		lost := w.lostReason != ""
+		w.mu.Unlock()
+		if !lost {
+			w.lowerMark(ctx)
+			if _, err := w.cli.Revoke(ctx, w.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				// The lease runs out by itself TTL after the last keepalive.
+				w.closeErr = fmt.Errorf("etcdworker: revoke lease %s of worker ID %d: %w", leaseHex(w.lease), w.workerID, err)
+			} else {
+				w.log.Info("released snowflake worker ID (lease revoked)", "key", w.key)
+			}
+		}
+		_ = w.cli.Close()
+	})
+	return w.closeErr
+}
