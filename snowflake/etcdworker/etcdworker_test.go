@@ -346,9 +346,14 @@ func TestHighWater(t *testing.T) {
 			t.Fatal("worker 0 left claimed after it was given up")
 		}
 		o.MaxWorker = 0
+		o.ClaimWait = time.Minute // waiting cannot help: Claim must fail at once
+		began = time.Now()
 		_, err := Claim(context.Background(), o)
 		if !errors.Is(err, ErrNoFreeWorker) || !strings.Contains(err.Error(), "ahead of this clock") {
 			t.Fatalf("claim of [0,0]: %v, want ErrNoFreeWorker saying the mark is ahead", err)
+		}
+		if took := time.Since(began); took > 10*time.Second {
+			t.Fatalf("claim of [0,0] with only a far-ahead mark failed after %v, not at once", took)
 		}
 	})
 
