@@ -63,12 +63,14 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 		}
 		w.id, w.node = n, created
 		w.uploaded.Store(now.UnixMilli())
+		w.version.Store(0)
+		w.written.Store(&data)
 	} else {
 		node := forever + "/" + name
 		if err := w.checkRange(id, node); err != nil {
 			return err
 		}
-		data, _, err := conn.Get(node)
+		data, stat, err := conn.Get(node)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", node, err)
 		}
@@ -77,10 +79,14 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 			return fmt.Errorf("%w: node %s holds %q, not Leaf's {\"ip\",\"port\",\"timestamp\"} JSON: %v", ErrNodeData, node, data, err)
 		}
 		w.id, w.node = id, node
+		w.version.Store(stat.Version)
 		w.uploaded.Store(ep.Timestamp)
 		w.loaded = time.UnixMilli(ep.Timestamp)
 	}
 	w.source = SourceZooKeeper
+	if err := w.takeLive(ctx, conn); err != nil {
+		return err
+	}
 	// The cache file's mark counts too when it belongs to the same worker ID.
 	if cid, cmark, err := readCache(w.cachePath); err == nil && cid == w.id && cmark.After(w.loaded) {
 		w.loaded = cmark

@@ -32,16 +32,31 @@
 //     the clock; a restart waits until its clock has passed it. (A Java Leaf node restarting on
 //     the same ip:port within that window refuses its ZooKeeper claim, as it should.)
 //   - Only connection failures fall back to the cache file; every other error stops the start.
-//   - A namespace that lost its nodes (ZooKeeper's data lost, or a new ensemble) while servers
-//     run does not hand their worker IDs out again as far as it can be helped: a running server
-//     whose upload finds its node gone creates it again under the same name (after opening a new
-//     connection when the old one has had no session for two session timeouts: a new ensemble
-//     refuses a client that has seen a later zxid); a starting server whose address has no node
-//     takes back the worker ID of its cache file when no other node holds it; and a sequential
-//     number that another address's node holds is never taken. Leaf re-uses such numbers: a
-//     server restarted after the loss draws 0, 1, … again while others still issue with them.
-//     A brand-new server that starts before a running one has re-registered can still draw that
-//     one's number; restart or wait one heartbeat interval after ZooKeeper comes back.
+//   - Exclusive holders: beside /forever, a live holder keeps the ephemeral node
+//     /snowflake/<leaf.name>/live/<workerID> (JSON: address, host, pid, since, node; see
+//     Holder) for its session. A second process resolving to the same worker ID (the same
+//     ip:port: two Docker hosts on one bridge address, a force-deleted pod and its replacement)
+//     waits up to the session timeout + 2 s in case the holder crashed, then refuses to start
+//     with ErrWorkerIDHeld naming the holder. Leaf lets both issue duplicate IDs.
+//   - Conflicts at runtime stop the worker for good (ErrConflict; Expiry in the past, so the
+//     generator refuses every ID; Ready says why): the /forever node gone (ZooKeeper lost its
+//     data, or it was deleted: another server may have drawn the number since), the live node
+//     deleted or owned by another session, or a timestamp in the /forever node that this
+//     process did not write (uploads are conditional on the node's version: a live Java Leaf
+//     node on the same ip:port). They are found at the next upload, within one
+//     HeartbeatInterval once a session exists. Leaf (and leaf-go before) created the node
+//     again and kept issuing.
+//   - A starting server whose address has no node takes back the worker ID of its cache file
+//     when no other node holds it, and a sequential number that another address's node holds
+//     is never taken; Leaf re-uses such numbers after a loss. A brand-new server that starts
+//     after ZooKeeper lost its data but before a running one has reconnected can still draw
+//     that one's number; the running one stops at its first upload on the new session (a new
+//     connection is opened after one session timeout without a session, since a new ensemble
+//     refuses a client that has seen a later zxid). IDs issued by both in between can repeat:
+//     after losing ZooKeeper's data, start new servers only once the running ones have
+//     reconnected (their /readyz then says whether they stopped).
+//   - The advertised IP is normalised (NormaliseIP): "[::1]" and "::1" are one identity; a
+//     host name is kept as given, with a warning.
 package zkworker
 
 import (
@@ -110,6 +125,11 @@ type Worker struct {
 	uploaded   atomic.Int64 // highest timestamp written to the node, Unix ms
 	lastUpload atomic.Int64 // wall time of the last successful upload, Unix ms
 	uploadErr  atomic.Pointer[string]
+
+	liveSession atomic.Int64                  // ZooKeeper session that created the live node
+	version     atomic.Int32                  // the node's version after our last write
+	written     atomic.Pointer[[]byte]        // the data of our last write to the node
+	conflicted  atomic.Pointer[conflictState] // set once, by conflict
 }
 
 var _ snowflake.Source = (*Worker)(nil)
