@@ -48,7 +48,28 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 	l := gen.Layout()
 	log.Info("snowflake mode on", "source", src.Name(), "worker_id", gen.WorkerID(),
 		"epoch_ms", l.EpochMillis(), "layout_end", l.End().Format("2006-01-02"))
-	return gen, src, nil
+	return gen, sealingSource{Source: src, gen: gen, log: log}, nil
+}
+
+// sealingSource is the source as run holds it: Close (at shutdown, after the HTTP server has
+// drained) first seals the generator, which stores the exact last issued millisecond where the
+// source can (static file, ZooKeeper cache file and node), so that a restart with a correct
+// clock issues at once instead of waiting out the high-water window. A crash skips this, and
+// the restart waits for the mark stored ahead of the clock, as it must.
+type sealingSource struct {
+	snowflake.Source
+	gen *snowflake.Generator
+	log *slog.Logger
+}
+
+// Close seals the generator, then closes the source.
+func (s sealingSource) Close(ctx context.Context) error {
+	if err := s.gen.Seal(ctx); err != nil {
+		s.log.Warn("snowflake: the exact last issued millisecond was not stored; the next start waits for the stored mark", "err", err)
+	} else if last := s.gen.Stats().LastIssued; !last.IsZero() {
+		s.log.Info("snowflake: sealed; the next start may issue from just after the last issued millisecond", "last_issued", last)
+	}
+	return s.Source.Close(ctx)
 }
 
 // claimWorkerID opens the worker ID source that cfg.WorkerIDSource names.

@@ -170,6 +170,12 @@ func (w *Worker) checkLive(conn *zk.Conn) {
 // a conflict too (ZooKeeper lost its data, or the node was deleted). It returns whether the
 // write happened and the error of a failed write that is not a conflict.
 func (w *Worker) setNode(conn *zk.Conn, data []byte) (bool, error) {
+	w.nodeMu.Lock()
+	defer w.nodeMu.Unlock()
+	return w.setNodeLocked(conn, data)
+}
+
+func (w *Worker) setNodeLocked(conn *zk.Conn, data []byte) (bool, error) {
 	stat, err := conn.Set(w.node, data, w.version.Load())
 	switch {
 	case err == nil:
@@ -188,7 +194,7 @@ func (w *Worker) setNode(conn *zk.Conn, data []byte) (bool, error) {
 		if p := w.written.Load(); p != nil && bytes.Equal(cur, *p) {
 			// Our own write whose answer was lost (connection loss); take its version.
 			w.version.Store(stat.Version)
-			return w.setNode(conn, data)
+			return w.setNodeLocked(conn, data)
 		}
 		w.conflict(fmt.Sprintf("another process wrote the node %s: %s (a Java Leaf node or a second server on %s)", w.node, cur, w.addr))
 		return false, nil

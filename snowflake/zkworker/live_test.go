@@ -237,3 +237,41 @@ func TestNormaliseIP(t *testing.T) {
 		}
 	}
 }
+
+// TestSealStoresExactMark: a graceful shutdown (Generator.Seal, then Close) leaves the last
+// issued millisecond + 1 in the node and the cache file, so the restart loads that mark, not
+// the one stored up to the high-water window ahead.
+func TestSealStoresExactMark(t *testing.T) {
+	addr := zktest.Addr(t)
+	o := options(t, addr, zktest.Name(t, addr), "8080")
+	w := claim(t, o)
+	g, err := snowflake.New(context.Background(), snowflake.Settings{Source: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := g.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ahead := g.Stats().HighWater; ahead.Sub(time.Now()) < time.Second {
+		t.Fatalf("stored mark %v, want about the window ahead of the clock", ahead)
+	}
+	if err := g.Seal(context.Background()); err != nil {
+		t.Fatalf("Seal() = %v", err)
+	}
+	w.Close(context.Background())
+	want := snowflake.Decompose(id).Time().UnixMilli() + 1
+	conn := zktest.Conn(t, addr)
+	data, _, err := conn.Get(w.Status().Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ep struct{ Timestamp int64 }
+	if err := json.Unmarshal(data, &ep); err != nil || ep.Timestamp != want {
+		t.Errorf("node timestamp after Seal = %d (%v), want the last issued ms + 1 = %d", ep.Timestamp, err, want)
+	}
+	w2 := claim(t, o)
+	if got, _ := w2.Load(context.Background()); got.UnixMilli() != want {
+		t.Errorf("Load() after a graceful restart = %d, want %d", got.UnixMilli(), want)
+	}
+}

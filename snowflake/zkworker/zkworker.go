@@ -61,6 +61,7 @@ package zkworker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -126,6 +127,7 @@ type Worker struct {
 	lastUpload atomic.Int64 // wall time of the last successful upload, Unix ms
 	uploadErr  atomic.Pointer[string]
 
+	nodeMu      sync.Mutex                    // serialises writes to the node (setNode)
 	liveSession atomic.Int64                  // ZooKeeper session that created the live node
 	version     atomic.Int32                  // the node's version after our last write
 	written     atomic.Pointer[[]byte]        // the data of our last write to the node
@@ -218,6 +220,34 @@ func (w *Worker) Store(ctx context.Context, mark time.Time) error {
 	}
 	return nil
 }
+
+// StoreFinal stores the exact mark of a graceful shutdown (snowflake.FinalHighWater), lower
+// than the stored one: in the cache file, and in the node when a session is at hand (otherwise
+// the node keeps its higher timestamp and the next start waits for it, which is safe).
+func (w *Worker) StoreFinal(ctx context.Context, mark time.Time) error {
+	ms := mark.UnixMilli()
+	w.storeMu.Lock()
+	defer w.storeMu.Unlock()
+	if err := w.writeCache(ms); err != nil {
+		return fmt.Errorf("write cache file: %w", err)
+	}
+	w.mark.Store(ms)
+	conn := w.conn.Load()
+	if conn == nil || w.conflicted.Load() != nil || conn.State() != zk.StateHasSession {
+		return nil
+	}
+	data, _ := json.Marshal(endpoint{IP: w.opts.IP, Port: w.opts.Port, Timestamp: ms})
+	ok, err := w.setNode(conn, data)
+	if err != nil {
+		return fmt.Errorf("upload the final mark to %s: %w", w.node, err)
+	}
+	if ok {
+		w.uploaded.Store(ms)
+	}
+	return nil
+}
+
+var _ snowflake.FinalHighWater = (*Worker)(nil)
 
 // Status is a snapshot of a Worker for status pages.
 type Status struct {
