@@ -62,6 +62,11 @@ type Config struct {
 	// SnowflakePort is the port label registered with the IP (Leaf's
 	// leaf.snowflake.port); empty means the port of Listen.
 	SnowflakePort string
+	// MaxPeerClockSkew is the largest allowed offset of this host's clock
+	// from the mean of the live peers' clocks at start (zookeeper, etcd and
+	// sql worker-ID sources; Twitter snowflake's rule, see
+	// snowflake.CheckPeerClock); 0 turns the check off. Default 10 s.
+	MaxPeerClockSkew time.Duration
 	// WaitTimeout bounds how long a request waits for a segment load in flight
 	// before answering -3. Default 1 s.
 	WaitTimeout time.Duration
@@ -95,6 +100,7 @@ func DefaultConfig() Config {
 		SnowflakeEnabled: true,
 		WorkerIDSource:   "static",
 		LeafName:         "com.sankuai.leaf.opensource.test",
+		MaxPeerClockSkew: 10 * time.Second,
 		EpochMillis:      snowflake.DefaultEpochMillis,
 		TimeBits:         41,
 		WorkerBits:       10,
@@ -159,6 +165,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.LeafName, "leaf-name", cfg.LeafName, "Leaf's leaf.name: ZooKeeper namespace /snowflake/<leaf-name>")
 	fs.StringVar(&cfg.AdvertiseIP, "advertise-ip", cfg.AdvertiseIP, "IP registered in ZooKeeper (default: first non-loopback IPv4)")
 	fs.StringVar(&cfg.SnowflakePort, "snowflake-port", cfg.SnowflakePort, "port label registered in ZooKeeper (default: the --listen port)")
+	fs.DurationVar(&cfg.MaxPeerClockSkew, "max-peer-clock-skew", cfg.MaxPeerClockSkew, "refuse to start when this host's clock is off the mean of the live peers' clocks by more (zookeeper, etcd, sql sources; 0 = off)")
 	fs.Int64Var(&cfg.WorkerID, "worker-id", cfg.WorkerID, "static snowflake worker ID 0..1023 (unique per live server: your responsibility)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer token for /api/v1/admin (admin API off when empty)")
 	fs.StringVar(&cfg.PprofListen, "pprof-listen", cfg.PprofListen, "serve net/http/pprof on this host:port (off when empty; keep it private)")
@@ -276,6 +283,9 @@ func (c Config) validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if c.MaxPeerClockSkew < 0 {
+		errs = append(errs, errors.New("--max-peer-clock-skew must be 0 (off) or positive"))
 	}
 	switch c.LogFormat {
 	case "text", "json":

@@ -92,6 +92,8 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			Layout:   layout,
 			Logger:   log,
 			Clock:    clock,
+
+			MaxPeerClockSkew: cfg.MaxPeerClockSkew,
 		})
 		if err != nil {
 			return nil, err

@@ -87,6 +87,9 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 	if err := w.takeLive(ctx, conn); err != nil {
 		return err
 	}
+	if err := w.checkPeerClocks(conn); err != nil {
+		return err
+	}
 	// The cache file's mark counts too when it belongs to the same worker ID.
 	if cid, cmark, err := readCache(w.cachePath); err == nil && cid == w.id && cmark.After(w.loaded) {
 		w.loaded = cmark

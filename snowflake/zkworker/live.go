@@ -48,6 +48,9 @@ type Holder struct {
 	Since string `json:"since"`
 	// Node is the holder's /forever node path.
 	Node string `json:"node"`
+	// Clock is the holder's clock, Unix ms, when it last wrote the node (at the claim and at
+	// every heartbeat): what the peer clock check of a starting server compares with.
+	Clock int64 `json:"clock"`
 }
 
 // String describes the holder for an operator.
@@ -64,8 +67,12 @@ func (w *Worker) liveNode() string { return w.livePath() + "/" + strconv.FormatI
 // holderData returns this process's live-node data.
 func (w *Worker) holderData() []byte {
 	host, _ := os.Hostname()
+	now := w.opts.Clock.Now()
+	if w.since.IsZero() {
+		w.since = now
+	}
 	b, _ := json.Marshal(Holder{Address: w.addr, Host: host, PID: os.Getpid(),
-		Since: w.opts.Clock.Now().UTC().Format(time.RFC3339), Node: w.node})
+		Since: w.since.UTC().Format(time.RFC3339), Node: w.node, Clock: now.UnixMilli()})
 	return b
 }
 
@@ -156,6 +163,10 @@ func (w *Worker) checkLive(conn *zk.Conn) {
 	case err != nil:
 		w.uploadFailed(fmt.Errorf("read live node %s: %w", node, err))
 	case stat.EphemeralOwner == conn.SessionID():
+		// Ours: refresh the clock that starting peers compare with.
+		if _, err := conn.Set(node, w.holderData(), stat.Version); err != nil && !errors.Is(err, zk.ErrBadVersion) {
+			w.uploadFailed(fmt.Errorf("write live node %s: %w", node, err))
+		}
 	case stat.EphemeralOwner == w.liveSession.Load():
 		// Our earlier session's node, not expired yet: it goes away, and the next check
 		// creates it again.

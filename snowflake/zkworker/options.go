@@ -61,6 +61,12 @@ type Options struct {
 	// restart finds a mark up to the high-water window ahead); 0 means DefaultStartWait, negative
 	// means do not wait.
 	StartWait time.Duration
+	// MaxPeerClockSkew is the largest allowed difference between this host's clock and the mean
+	// of the live peers' clocks at Claim (see snowflake.CheckPeerClock; Twitter snowflake's
+	// 10 s rule); beyond it Claim refuses with an error wrapping snowflake.ErrPeerClockSkew that
+	// names the peers. 0 (the zero value) or negative turns the check off; leaf-server passes
+	// --max-peer-clock-skew, default 10 s. Not checked when the ID comes from the cache file.
+	MaxPeerClockSkew time.Duration
 	// Logger receives warnings (fallback to the cache, failed uploads); nil means slog.Default().
 	Logger *slog.Logger
 }

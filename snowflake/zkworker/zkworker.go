@@ -110,6 +110,7 @@ type Worker struct {
 	node      string // full node path; "" when from the cache
 	cachePath string
 	loaded    time.Time // the mark found at claim time
+	since     time.Time // when the live node was first written (holderData; set once, in Claim)
 	log       *slog.Logger
 
 	// conn is the ZooKeeper connection, nil when from the cache. Claim sets it; afterwards only
