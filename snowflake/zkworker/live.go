@@ -187,6 +187,7 @@ func (w *Worker) setNode(conn *zk.Conn, data []byte) (bool, error) {
 }
 
 func (w *Worker) setNodeLocked(conn *zk.Conn, data []byte) (bool, error) {
+	w.attempted.Store(&data) // a write applied whose answer is lost must not look foreign
 	stat, err := conn.Set(w.node, data, w.version.Load())
 	switch {
 	case err == nil:
@@ -202,7 +203,7 @@ func (w *Worker) setNodeLocked(conn *zk.Conn, data []byte) (bool, error) {
 		if gerr != nil {
 			return false, fmt.Errorf("read %s after a version mismatch: %w", w.node, gerr)
 		}
-		if p := w.written.Load(); p != nil && bytes.Equal(cur, *p) {
+		if ours(cur, w.written.Load(), w.attempted.Load()) {
 			// Our own write whose answer was lost (connection loss); take its version.
 			w.version.Store(stat.Version)
 			return w.setNodeLocked(conn, data)
@@ -212,6 +213,16 @@ func (w *Worker) setNodeLocked(conn *zk.Conn, data []byte) (bool, error) {
 	default:
 		return false, err
 	}
+}
+
+// ours reports whether data is one of our writes (the last confirmed or attempted one).
+func ours(data []byte, writes ...*[]byte) bool {
+	for _, p := range writes {
+		if p != nil && bytes.Equal(data, *p) {
+			return true
+		}
+	}
+	return false
 }
 
 // conflict records the first conflict: Expiry becomes now (so the generator refuses at once),

@@ -131,7 +131,8 @@ type Worker struct {
 	nodeMu      sync.Mutex                    // serialises writes to the node (setNode)
 	liveSession atomic.Int64                  // ZooKeeper session that created the live node
 	version     atomic.Int32                  // the node's version after our last write
-	written     atomic.Pointer[[]byte]        // the data of our last write to the node
+	written     atomic.Pointer[[]byte]        // the data of our last confirmed write to the node
+	attempted   atomic.Pointer[[]byte]        // the data of our last write attempt (maybe applied, answer lost)
 	conflicted  atomic.Pointer[conflictState] // set once, by conflict
 }
 
