@@ -330,8 +330,9 @@ func (g *Generator) raiseMark(ctx context.Context, ms int64) error {
 }
 
 // expired reports whether a lease with expiry exp no longer backs IDs at now; the zero time
-// never expires.
-func expired(now, exp time.Time) bool { return !exp.IsZero() && !now.Before(exp) }
+// never expires. Both the monotonic and the wall clock count (LeaseExpired): a suspend stops
+// the one but not the other.
+func expired(now, exp time.Time) bool { return LeaseExpired(now, exp) }
 
 func interrupted(err error) error { return fmt.Errorf("%w: %w", ErrInterrupted, err) }
 

@@ -33,6 +33,11 @@ func (g *Generator) Ready() error {
 			return err
 		}
 	}
+	// The snapshot first, the clock after it: a reading taken before waiting for mu would be
+	// older than IDs that Next issued meanwhile, and look like a clock step back.
+	g.mu.Lock()
+	floor, last, sealed := g.floorMillis, g.lastMillis, g.sealed
+	g.mu.Unlock()
 	now := g.clock.Now()
 	if g.lease != nil {
 		if exp := g.lease.Expiry(); expired(now, exp) {
@@ -40,9 +45,6 @@ func (g *Generator) Ready() error {
 		}
 	}
 	ms := now.UnixMilli()
-	g.mu.Lock()
-	floor, last, sealed := g.floorMillis, g.lastMillis, g.sealed
-	g.mu.Unlock()
 	switch {
 	case sealed:
 		return ErrSealed
