@@ -161,6 +161,7 @@ func TestZooKeeperWipedConflict(t *testing.T) {
 	}
 	stop := f.load(map[int]*tally{0: ts[0], 1: ts[1]}, nil)
 	time.Sleep(time.Second)
+	killed := time.Now()
 	zs.Kill()
 	zs.Wipe(t)
 	zs.Restart(t)
@@ -226,7 +227,8 @@ func TestZooKeeperWipedConflict(t *testing.T) {
 		Scenario: "4 snowflake worker IDs", Size: "private ZooKeeper wiped while A and B run under load, then new server C",
 		IDs: len(ids), Dups: dups, Errors: errs, Worst: worst, Recovery: "n/a",
 		Cmd: "go test -race -count=1 -run '^TestZooKeeperWipedConflict$' ./faults/",
-		Note: fmt.Sprintf("A (worker %d) and B (worker %d) stopped (/readyz 503, conflict) %v and %v after ZooKeeper came back empty, no ID after that; C then drew worker %d and served; errors = A's and B's refusals",
-			workers[0], workers[1], stoppedAt[0].Sub(restarted).Round(100*time.Millisecond), stoppedAt[1].Sub(restarted).Round(100*time.Millisecond), wc),
+		Note: fmt.Sprintf("A (worker %d) and B (worker %d) stopped (/readyz 503, conflict) %v and %v after ZooKeeper was killed (it served again, empty, after %v), no ID dated after that; C then drew worker %d and served; errors = A's and B's refusals",
+			workers[0], workers[1], stoppedAt[0].Sub(killed).Round(100*time.Millisecond), stoppedAt[1].Sub(killed).Round(100*time.Millisecond),
+			restarted.Sub(killed).Round(100*time.Millisecond), wc),
 	})
 }
