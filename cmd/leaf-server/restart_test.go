@@ -1,10 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/leaf-go/leaf/internal/servertest"
 	"github.com/leaf-go/leaf/internal/zktest"
@@ -76,6 +83,52 @@ func TestGracefulRestartIssuesAtOnce(t *testing.T) {
 			}
 			if id, _ := strconv.ParseInt(body, 10, 64); id <= last {
 				t.Errorf("first ID after the restart %d, not above the first run's last %d", id, last)
+			}
+		})
+	}
+}
+
+// TestPeerClockAtStart: a live Java Leaf peer in the namespace (a node
+// uploaded just now) whose clock reads 30 s ahead makes a new server refuse
+// to start, naming the peer; 2 s ahead, it starts.
+func TestPeerClockAtStart(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Addr(t)
+	for _, ahead := range []time.Duration{30 * time.Second, 2 * time.Second} {
+		t.Run(ahead.String(), func(t *testing.T) {
+			name := zktest.Name(t, addr)
+			conn := zktest.Conn(t, addr)
+			for _, p := range []string{"/snowflake", "/snowflake/" + name, "/snowflake/" + name + "/forever"} {
+				if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+					t.Fatal(err)
+				}
+			}
+			data := fmt.Sprintf(`{"ip":"10.9.9.9","port":"8080","timestamp":%d}`, time.Now().Add(ahead).UnixMilli())
+			if _, err := conn.Create("/snowflake/"+name+"/forever/10.9.9.9:8080-", []byte(data), zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, serverBin, "--listen", "127.0.0.1:0", "--segment=false", "--worker-id-source", "zookeeper",
+				"--zk", addr, "--leaf-name", name, "--advertise-ip", "127.0.0.1", "--snowflake-port", "24391")
+			cmd.Dir = t.TempDir()
+			cmd.Env = append(cmd.Environ(), "TMPDIR="+t.TempDir())
+			if ahead < 10*time.Second {
+				p := servertest.Start(t, serverBin, servertest.Options{Dir: cmd.Dir, Args: cmd.Args[3:], Env: []string{"TMPDIR=" + t.TempDir()}})
+				if code, body, err := p.Get(t.Context(), "/api/snowflake/get/x"); err != nil || code != 200 {
+					t.Errorf("with a peer %v ahead: GET /api/snowflake/get/x = %d %s %v, want an ID", ahead, code, body, err)
+				}
+				return
+			}
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Fatalf("with a peer %v ahead: exit %v, want 1\n%s", ahead, err, out)
+			}
+			for _, want := range []string{"off the live peers' clocks", "10.9.9.9:8080", "--max-peer-clock-skew"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("refusal does not say %q:\n%s", want, out)
+				}
 			}
 		})
 	}
