@@ -41,6 +41,9 @@ func (g *Generator) Ready() error {
 	now := g.clock.Now()
 	if g.lease != nil {
 		if exp := g.lease.Expiry(); expired(now, exp) {
+			if g.src != nil && g.src.Ready() != nil {
+				return g.src.Ready() // lost since the check above: its reason says more
+			}
 			return fmt.Errorf("%w: expired at %s", ErrLeaseExpired, exp.UTC().Format(time.RFC3339Nano))
 		}
 	}
