@@ -160,6 +160,7 @@ func TestZooKeeperWipedConflict(t *testing.T) {
 		ts[i] = newTally(time.Second+slack, 10*time.Second)
 	}
 	stop := f.load(map[int]*tally{0: ts[0], 1: ts[1]}, nil)
+	defer stop() // also on a t.Fatal below; a second call is a no-op
 	time.Sleep(time.Second)
 	killed := time.Now()
 	zs.Kill()
@@ -195,6 +196,7 @@ func TestZooKeeperWipedConflict(t *testing.T) {
 	c := f.start(2, 0)
 	wc := status(t, c).WorkerID
 	stopC := f.load(map[int]*tally{2: ts[2]}, nil)
+	defer stopC()
 	time.Sleep(2 * time.Second)
 	stop()
 	stopC()
