@@ -253,7 +253,7 @@ func TestSealStoresExactMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ahead := g.Stats().HighWater; ahead.Sub(time.Now()) < time.Second {
+	if ahead := g.Stats().HighWater; time.Until(ahead) < time.Second {
 		t.Fatalf("stored mark %v, want about the window ahead of the clock", ahead)
 	}
 	if err := g.Seal(context.Background()); err != nil {

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -233,4 +234,110 @@ func TestZooKeeperWipedConflict(t *testing.T) {
 			workers[0], workers[1], stoppedAt[0].Sub(killed).Round(100*time.Millisecond), stoppedAt[1].Sub(killed).Round(100*time.Millisecond),
 			restarted.Sub(killed).Round(100*time.Millisecond), wc),
 	})
+}
+
+// TestZooKeeperRuntimeConflict: a server serves under load on the shared
+// ZooKeeper; then its claim is broken behind its back: a Java Leaf node on
+// the same ip:port uploads its timestamp to the server's /forever node, or an
+// operator deletes the namespace. The server stops issuing at its next upload
+// (every 3 s): /readyz 503 with the reason, no ID dated after that, and it
+// stays stopped.
+func TestZooKeeperRuntimeConflict(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Addr(t)
+	tests := []struct {
+		name    string
+		port    string
+		breakIt func(t *testing.T, name, node string)
+		want    string
+	}{
+		{
+			name: "Java Leaf uploads to the node", port: "24385",
+			breakIt: func(t *testing.T, name, node string) {
+				data := fmt.Sprintf(`{"ip":"127.0.0.1","port":"24385","timestamp":%d}`, time.Now().UnixMilli())
+				if _, err := zktest.Conn(t, addr).Set(node, []byte(data), -1); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "another process wrote the node",
+		},
+		{
+			name: "namespace deleted", port: "24386",
+			breakIt: func(t *testing.T, name, node string) {
+				if err := zktest.DeleteTree(zktest.Conn(t, addr), "/snowflake/"+name); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "is gone",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			name := zktest.Name(t, addr)
+			p := servertest.Start(t, serverBin, servertest.Options{Dir: t.TempDir(), Env: []string{"TMPDIR=" + t.TempDir()},
+				Args: []string{"--segment=false", "--worker-id-source", "zookeeper", "--zk", addr, "--leaf-name", name,
+					"--advertise-ip", "127.0.0.1", "--snowflake-port", tt.port}})
+			var st struct {
+				WorkerID    int64 `json:"workerId"`
+				SourceState struct {
+					Node string `json:"node"`
+				} `json:"sourceState"`
+			}
+			_, body, _ := p.Get(context.Background(), "/api/v1/snowflake/status")
+			if err := json.Unmarshal([]byte(body), &st); err != nil || st.SourceState.Node == "" {
+				t.Fatalf("status %s: %v, want the node", body, err)
+			}
+			tl := newTally(time.Second+slack, 10*time.Second)
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				drive(ctx, []target{{srv: func() *servertest.Proc { return p }, path: "/api/v1/snowflake?count=1000", batch: true, tally: tl}})
+			})
+			defer func() { cancel(); wg.Wait() }()
+			time.Sleep(time.Second)
+			broken := time.Now()
+			tt.breakIt(t, name, st.SourceState.Node)
+			var stopped time.Time
+			var reason string
+			for time.Since(broken) < 10*time.Second {
+				if code, b := readyzBody(p); code == 503 {
+					stopped, reason = time.Now(), b
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if stopped.IsZero() {
+				t.Fatalf("/readyz not 503 within 10 s of the conflict")
+			}
+			if !strings.Contains(reason, tt.want) {
+				t.Errorf("/readyz body %s, want the reason %q", reason, tt.want)
+			}
+			time.Sleep(4 * time.Second) // more uploads: it stays stopped
+			cancel()
+			wg.Wait()
+			if code, _ := readyzBody(p); code != 503 {
+				t.Errorf("/readyz %d 4 s after the conflict, want 503 for good", code)
+			}
+			if n := idsAfter(tl, stopped); n > 0 {
+				t.Errorf("%d IDs dated after /readyz turned 503", n)
+			}
+			checkWorker(t, tl, st.WorkerID)
+			ids, errs, worst, bad := tl.snapshot()
+			for _, v := range bad {
+				t.Errorf("contract: %s", v)
+			}
+			dups, first := duplicates(ids)
+			if dups > 0 {
+				t.Errorf("%d IDs repeated, e.g. %v", dups, first)
+			}
+			report.add(t, row{
+				Scenario: "4 snowflake worker IDs", Size: "ZooKeeper source under load, then: " + tt.name,
+				IDs: len(ids), Dups: dups, Errors: errs, Worst: worst, Recovery: "n/a (stops for good)",
+				Cmd: "go test -race -count=1 -run '^TestZooKeeperRuntimeConflict$' ./faults/",
+				Note: fmt.Sprintf("/readyz 503 %v after the conflict (uploads every 3 s), no ID dated after it; reason: %.160s",
+					stopped.Sub(broken).Round(10*time.Millisecond), reason),
+			})
+		})
+	}
 }
