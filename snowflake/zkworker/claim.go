@@ -30,6 +30,8 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 		found bool
 		name  string
 		id    int64
+		prev  *zk.Stat // the reused node's Stat
+		prevT int64    // and its timestamp
 	)
 	taken := map[int64]string{} // worker ID → a node of another address
 	for _, child := range children {
@@ -79,13 +81,20 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 			return fmt.Errorf("%w: node %s holds %q, not Leaf's {\"ip\",\"port\",\"timestamp\"} JSON: %v", ErrNodeData, node, data, err)
 		}
 		w.id, w.node = id, node
+		prev, prevT = stat, ep.Timestamp
 		w.version.Store(stat.Version)
 		w.uploaded.Store(ep.Timestamp)
 		w.loaded = time.UnixMilli(ep.Timestamp)
 	}
 	w.source = SourceZooKeeper
-	if err := w.takeLive(ctx, conn); err != nil {
+	waited, err := w.takeLive(ctx, conn)
+	if err != nil {
 		return err
+	}
+	if prev != nil && !waited {
+		if err := w.checkSilentWriter(ctx, conn, prev, prevT); err != nil {
+			return err
+		}
 	}
 	if err := w.checkPeerClocks(conn); err != nil {
 		return err

@@ -51,7 +51,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 // node's version (setNode), and the live node is checked after it (checkLive): a broken claim
 // is a conflict, after which nothing is uploaded any more.
 func (w *Worker) upload() {
-	if w.conflicted.Load() != nil {
+	if w.conflicted.Load() != nil || w.final.Load() {
 		return
 	}
 	ts := max(w.mark.Load(), w.opts.Clock.Now().UnixMilli(), w.uploaded.Load())

@@ -88,10 +88,11 @@ func describeHolder(data []byte) string {
 // takeLive creates the live node of w.id with conn's session. A live node of another session
 // may be a crashed process's (it disappears when ZooKeeper expires that session): takeLive
 // waits up to SessionTimeout plus 2 s for it to go, and otherwise refuses with
-// ErrWorkerIDHeld naming the holder.
-func (w *Worker) takeLive(ctx context.Context, conn *zk.Conn) error {
+// ErrWorkerIDHeld naming the holder. waited says whether it found such a node (so the last
+// writer of the /forever node was a leaf-go process).
+func (w *Worker) takeLive(ctx context.Context, conn *zk.Conn) (waited bool, err error) {
 	if err := ensurePath(conn, w.livePath()); err != nil {
-		return fmt.Errorf("create %s: %w", w.livePath(), err)
+		return false, fmt.Errorf("create %s: %w", w.livePath(), err)
 	}
 	node := w.liveNode()
 	data := w.holderData()
@@ -101,24 +102,24 @@ func (w *Worker) takeLive(ctx context.Context, conn *zk.Conn) error {
 		_, err := conn.Create(node, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
 		if err == nil {
 			w.liveSession.Store(conn.SessionID())
-			return nil
+			return logged, nil
 		}
 		if !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create %s: %w", node, err)
+			return false, fmt.Errorf("create %s: %w", node, err)
 		}
 		held, stat, err := conn.Get(node)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", node, err)
+			return false, fmt.Errorf("read %s: %w", node, err)
 		}
 		if stat.EphemeralOwner == conn.SessionID() {
 			w.liveSession.Store(conn.SessionID())
-			return nil
+			return logged, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: worker ID %d (address %s) is held by %s: its live node %s belongs to ZooKeeper session 0x%x, "+
+			return false, fmt.Errorf("%w: worker ID %d (address %s) is held by %s: its live node %s belongs to ZooKeeper session 0x%x, "+
 				"which is still alive after %v. Two processes with one worker ID would issue duplicate IDs, so this one "+
 				"refuses to start: stop the other one, or give this one another --advertise-ip/--snowflake-port",
 				ErrWorkerIDHeld, w.id, w.addr, describeHolder(held), node, stat.EphemeralOwner, w.opts.SessionTimeout+2*time.Second)
@@ -130,10 +131,49 @@ func (w *Worker) takeLive(ctx context.Context, conn *zk.Conn) error {
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// checkSilentWriter looks for a live writer without a live node (a Java Leaf node) on the
+// reused /forever node, whose Stat and timestamp Claim read: written within the last three
+// heartbeat intervals (by ZooKeeper's clock), and not by this address's last leaf-go run (the
+// cache file holds that run's last timestamp), it waits one heartbeat interval + 500 ms; written
+// again meanwhile, the start is refused with ErrWorkerIDHeld.
+func (w *Worker) checkSilentWriter(ctx context.Context, conn *zk.Conn, prev *zk.Stat, ts int64) error {
+	stat, err := w.refreshLive(conn)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", w.liveNode(), err)
+	}
+	age := time.Duration(stat.Mtime-prev.Mtime) * time.Millisecond
+	if age > javaLiveWindow*w.opts.HeartbeatInterval {
+		return nil
+	}
+	if cid, cmark, err := readCache(w.cachePath); err == nil && cid == w.id && cmark.UnixMilli() == ts {
+		return nil // our own last write
+	}
+	wait := w.opts.HeartbeatInterval + 500*time.Millisecond
+	w.log.Warn("zkworker: the node was written lately by a process without a live node; watching it for one upload interval in case a Java Leaf node on the same ip:port is live",
+		"node", w.node, "written_ago", age, "wait", wait)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+	}
+	data, now, err := conn.Get(w.node)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", w.node, err)
+	}
+	if now.Version != prev.Version {
+		return fmt.Errorf("%w: the node %s of worker ID %d is written by a live process without a live node "+
+			"(a Java Leaf node on %s?): written %v before this start and again within %v (now %s). Two processes "+
+			"with one worker ID would issue duplicate IDs, so this one refuses to start: stop the other one, or "+
+			"give this one another --advertise-ip/--snowflake-port", ErrWorkerIDHeld, w.node, w.id, w.addr,
+			age.Round(time.Millisecond), wait, data)
+	}
+	return nil
 }
 
 // checkLive confirms on conn that the live node still belongs to this process. After a new

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,5 +274,52 @@ func TestSealStoresExactMark(t *testing.T) {
 	w2 := claim(t, o)
 	if got, _ := w2.Load(context.Background()); got.UnixMilli() != want {
 		t.Errorf("Load() after a graceful restart = %d, want %d", got.UnixMilli(), want)
+	}
+}
+
+// TestLiveJavaLeafAtStart: a Java Leaf node on our ip:port that still uploads its timestamp
+// (it has no live node) makes Claim refuse after one upload interval of watching; a Java node
+// that has stopped uploading is reused.
+func TestLiveJavaLeafAtStart(t *testing.T) {
+	addr := zktest.Addr(t)
+	for _, live := range []bool{true, false} {
+		t.Run(map[bool]string{true: "uploading", false: "stopped"}[live], func(t *testing.T) {
+			name := zktest.Name(t, addr)
+			conn := zktest.Conn(t, addr)
+			node := leafNode(t, conn, name, "127.0.0.1:8080", time.Now().UnixMilli())
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			if live {
+				wg.Go(func() {
+					for {
+						select {
+						case <-done:
+							return
+						case <-time.After(300 * time.Millisecond):
+						}
+						data := fmt.Sprintf(`{"ip":"127.0.0.1","port":"8080","timestamp":%d}`, time.Now().UnixMilli())
+						_, _ = conn.Set(node, []byte(data), -1)
+					}
+				})
+			}
+			defer func() { close(done); wg.Wait() }()
+			o := options(t, addr, name, "8080")
+			o.HeartbeatInterval = time.Second
+			w, err := zkworker.Claim(context.Background(), o)
+			if !live {
+				if err != nil {
+					t.Fatalf("Claim() over a Java node that stopped uploading = %v, want nil", err)
+				}
+				w.Close(context.Background())
+				return
+			}
+			if err == nil {
+				w.Close(context.Background())
+				t.Fatal("Claim() over a Java node that still uploads = nil error, want a refusal")
+			}
+			if !errors.Is(err, zkworker.ErrWorkerIDHeld) || !strings.Contains(err.Error(), "Java Leaf") {
+				t.Fatalf("Claim() = %v, want %v naming a Java Leaf node", err, zkworker.ErrWorkerIDHeld)
+			}
+		})
 	}
 }

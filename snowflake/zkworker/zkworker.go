@@ -134,6 +134,7 @@ type Worker struct {
 	written     atomic.Pointer[[]byte]        // the data of our last confirmed write to the node
 	attempted   atomic.Pointer[[]byte]        // the data of our last write attempt (maybe applied, answer lost)
 	conflicted  atomic.Pointer[conflictState] // set once, by conflict
+	final       atomic.Bool                   // StoreFinal ran: no more uploads
 }
 
 var _ snowflake.Source = (*Worker)(nil)
@@ -230,6 +231,7 @@ func (w *Worker) StoreFinal(ctx context.Context, mark time.Time) error {
 	ms := mark.UnixMilli()
 	w.storeMu.Lock()
 	defer w.storeMu.Unlock()
+	w.final.Store(true) // a later upload would write a time past the exact mark
 	if err := w.writeCache(ms); err != nil {
 		return fmt.Errorf("write cache file: %w", err)
 	}
