@@ -37,7 +37,11 @@
 //     Holder) for its session. A second process resolving to the same worker ID (the same
 //     ip:port: two Docker hosts on one bridge address, a force-deleted pod and its replacement)
 //     waits up to the session timeout + 2 s in case the holder crashed, then refuses to start
-//     with ErrWorkerIDHeld naming the holder. Leaf lets both issue duplicate IDs.
+//     with ErrWorkerIDHeld naming the holder. Leaf lets both issue duplicate IDs. A reused node
+//     that was written within the last three heartbeat intervals, by a process without a live
+//     node and not by this address's last run (its cache file holds that run's last
+//     timestamp), is watched for one interval + 500 ms: written again, a live Java Leaf node
+//     holds the identity, and Claim refuses with ErrWorkerIDHeld.
 //   - Conflicts at runtime stop the worker for good (ErrConflict; Expiry in the past, so the
 //     generator refuses every ID; Ready says why): the /forever node gone (ZooKeeper lost its
 //     data, or it was deleted: another server may have drawn the number since), the live node
