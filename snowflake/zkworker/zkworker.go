@@ -310,8 +310,9 @@ func msTime(ms int64) time.Time {
 // Close stops the upload goroutine (which first uploads a mark the node does not have yet),
 // closes the ZooKeeper session and waits for the goroutine. An upload hung on a broken connection
 // is cut off after the session timeout, or when ctx ends if that comes first. The node stays (it
-// is persistent, as in Leaf), so there is nothing to release and Close returns nil. Safe to
-// call more than once. It implements snowflake.Source.
+// is persistent, as in Leaf; the ephemeral live node goes with the session), so there is nothing
+// to release and Close returns nil. Safe to call more than once. It implements
+// snowflake.Source.
 func (w *Worker) Close(ctx context.Context) error {
 	w.close.Do(func() {
 		if w.cancel != nil {
