@@ -2,9 +2,7 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"time"
 )
 
 func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -51,20 +49,18 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, map[string]any{"ready": ready, "checks": checks})
 }
 
-// snowflakeReady is the snowflake check of /readyz: nil when the worker ID
-// source still backs IDs (Source.Ready) and the clock has passed the
-// high-water mark the generator loaded at start. After a restart that mark
-// may lie ahead of the clock (it is stored ahead of the IDs issued): until
-// the clock passes it every snowflake request is refused, so the server is
-// not ready.
+// snowflakeReady is the snowflake check of /readyz: nil when the generator
+// can issue now (snowflake.Generator.Ready: the worker ID source backs IDs —
+// no lost lease, no identity conflict —, the lease has not expired, the clock
+// has passed the high-water mark loaded at start and is not behind the last
+// issued ID beyond the wait, the last high-water store did not fail, and the
+// generator is not sealed for shutdown), and the source (when given apart from
+// the generator) is ready. No I/O: both read in-memory state.
 func (h *handler) snowflakeReady() error {
 	if src := h.d.SnowflakeSource; src != nil {
 		if err := src.Ready(); err != nil {
 			return err
 		}
 	}
-	if behind := h.d.Snowflake.Stats().Floor.Sub(h.d.Now()); behind > 0 {
-		return fmt.Errorf("clock behind the persisted high-water mark by %v: no snowflake IDs until it passes", behind.Round(time.Millisecond))
-	}
-	return nil
+	return h.d.Snowflake.Ready()
 }

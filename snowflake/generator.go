@@ -95,11 +95,13 @@ type Generator struct {
 	hw              HighWater
 	window          int64 // HighWaterWindow in ms
 	lease           Lease
+	src             Source            // Settings.Source; nil without (Ready)
+	hwWatch         *watchedHighWater // hw, remembering the last Store's outcome (Ready); nil without hw
 
 	// persistMu serialises HighWater.Store calls. It is taken without mu held.
 	persistMu sync.Mutex
 
-	mu sync.Mutex // guards lastMillis, seq, floorMillis, markMillis, issued
+	mu sync.Mutex // guards lastMillis, seq, floorMillis, markMillis, issued, sealed
 	// lastMillis is the Unix ms of the last issued ID (math.MinInt64 before the first).
 	lastMillis int64
 	// seq is the sequence number of the last issued ID.
@@ -110,6 +112,8 @@ type Generator struct {
 	markMillis int64
 	// issued counts IDs returned by Next.
 	issued int64
+	// sealed is set by Seal: Next issues nothing more.
+	sealed bool
 
 	backEvents   atomic.Int64
 	backWait     atomic.Int64 // ns
@@ -166,6 +170,7 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 		hw:              s.HighWater,
 		window:          s.HighWaterWindow.Milliseconds(),
 		lease:           s.Lease,
+		src:             s.Source,
 		lastMillis:      math.MinInt64,
 		floorMillis:     math.MinInt64,
 		markMillis:      math.MaxInt64,
@@ -174,6 +179,8 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 		g.randomBound = min(RandomStartBound, (g.maxSeq+1)/2)
 	}
 	if g.hw != nil {
+		g.hwWatch = &watchedHighWater{HighWater: g.hw}
+		g.hw = g.hwWatch
 		mark, err := g.hw.Load(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("%w: load: %w", ErrHighWater, err)
@@ -225,6 +232,9 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 		now := g.clock.Now()
 		ms := now.UnixMilli()
 		switch {
+		case g.sealed:
+			g.mu.Unlock()
+			return 0, ErrSealed
 		case ms < g.floorMillis:
 			floor := g.floorMillis
 			g.mu.Unlock()
@@ -321,8 +331,9 @@ func (g *Generator) raiseMark(ctx context.Context, ms int64) error {
 }
 
 // expired reports whether a lease with expiry exp no longer backs IDs at now; the zero time
-// never expires.
-func expired(now, exp time.Time) bool { return !exp.IsZero() && !now.Before(exp) }
+// never expires. Both the monotonic and the wall clock count (LeaseExpired): a suspend stops
+// the one but not the other.
+func expired(now, exp time.Time) bool { return LeaseExpired(now, exp) }
 
 // leaseError is Next's ErrLeaseExpired for a lease whose Expiry read exp at now. An expiry
 // that is not a real instant (the zero time, or before the epoch: a lease lost or released

@@ -35,7 +35,8 @@ type Source interface {
 	// (New checks it against Settings.Layout). It never changes during the source's life.
 	WorkerID() int64
 	// Ready returns nil while the source can back new IDs, and otherwise an error whose text
-	// says why, for an operator (/readyz shows it): a lost or lapsed lease.
+	// says why, for an operator (/readyz shows it, through Generator.Ready): a lost or lapsed
+	// lease, an identity conflict (zkworker.ErrConflict).
 	Ready() error
 	// LastHeartbeat is when the source last renewed its claim (a lease renewal, a ZooKeeper
 	// upload); the zero time when none yet or when the source has no heartbeat.
@@ -45,7 +46,8 @@ type Source interface {
 	// none.
 	Details() any
 	// Close stops the source's goroutines and releases the worker ID where the source can (a
-	// lease row is freed at once; a ZooKeeper node is persistent and stays, as in Leaf). ctx
+	// lease row is freed at once; a ZooKeeper /forever node is persistent and stays, as in
+	// Leaf, while its ephemeral live node goes with the session). ctx
 	// bounds the release. It returns the release's error; later calls return the first
 	// call's result. The generator must not be used afterwards.
 	Close(ctx context.Context) error

@@ -118,6 +118,7 @@ func DefaultConfig() Config {
 		SnowflakeEnabled: true,
 		WorkerIDSource:   "static",
 		LeafName:         "com.sankuai.leaf.opensource.test",
+		MaxPeerClockSkew: 10 * time.Second,
 		EpochMillis:      snowflake.DefaultEpochMillis,
 		TimeBits:         41,
 		WorkerBits:       10,
@@ -127,7 +128,6 @@ func DefaultConfig() Config {
 		DataDir:          "./data",
 		WaitTimeout:      time.Second,
 		WorkerIDMax:      -1,
-		MaxPeerClockSkew: 10 * time.Second,
 		RefreshInterval:  time.Minute,
 		ShutdownTimeout:  10 * time.Second,
 		DemoTag:          true,
@@ -186,7 +186,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.SnowflakePort, "snowflake-port", cfg.SnowflakePort, "port label registered in ZooKeeper (default: the --listen port)")
 	fs.Int64Var(&cfg.WorkerIDMin, "worker-id-min", cfg.WorkerIDMin, "lowest worker ID a lease source (etcd) claims")
 	fs.Int64Var(&cfg.WorkerIDMax, "worker-id-max", cfg.WorkerIDMax, "highest worker ID a lease source (etcd) claims (-1: the layout's largest)")
-	fs.DurationVar(&cfg.MaxPeerClockSkew, "max-peer-clock-skew", cfg.MaxPeerClockSkew, "refuse to start when this host's clock is off the live peers' mean by more (0 turns the check off)")
+	fs.DurationVar(&cfg.MaxPeerClockSkew, "max-peer-clock-skew", cfg.MaxPeerClockSkew, "refuse to start when this host's clock is off the mean of the live peers' clocks by more (zookeeper, etcd, sql sources; 0 = off)")
 	fs.StringVar(&cfg.EtcdEndpoints, "etcd-endpoints", cfg.EtcdEndpoints, "etcd client addresses host:port[,host:port] for --worker-id-source etcd")
 	fs.StringVar(&cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "etcd key prefix (default /leaf-go/<leaf-name>)")
 	fs.StringVar(&cfg.EtcdUsername, "etcd-username", cfg.EtcdUsername, "etcd user (authentication off when empty)")
@@ -312,6 +312,9 @@ func (c Config) validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
+	if c.MaxPeerClockSkew < 0 {
+		errs = append(errs, errors.New("--max-peer-clock-skew must be 0 (off) or positive"))
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
@@ -356,9 +359,6 @@ func (c Config) validate() error {
 				(c.WorkerIDMax >= 0 && c.WorkerIDMin > c.WorkerIDMax))) {
 			errs = append(errs, fmt.Errorf("--worker-id-min %d / --worker-id-max %d: want 0 <= min <= max <= %d (max -1: %d)",
 				c.WorkerIDMin, c.WorkerIDMax, maxW, maxW))
-		}
-		if c.MaxPeerClockSkew < 0 {
-			errs = append(errs, errors.New("--max-peer-clock-skew must not be negative (0 turns the check off)"))
 		}
 	}
 	if !c.SegmentEnabled && !c.SnowflakeEnabled {

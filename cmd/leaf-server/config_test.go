@@ -92,6 +92,7 @@ func TestConfigErrors(t *testing.T) {
 		{"no modes", "", []string{"--segment=false", "--snowflake=false"}, "both modes are disabled"},
 		{"missing file", "", []string{"--config", "/nonexistent/leaf.properties"}, "nonexistent"},
 		{"stray argument", "", []string{"serve"}, "unexpected arguments"},
+		{"negative peer skew", "", []string{"--max-peer-clock-skew", "-1s"}, "--max-peer-clock-skew"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,6 +118,12 @@ func TestConfigEnvTypes(t *testing.T) {
 	}
 	if l.LeafName != "com.sankuai.leaf.opensource.test" || l.Layout() != snowflake.DefaultLayout() || !l.RandomStart {
 		t.Errorf("defaults: leaf name %q, layout %+v, random start %v; want Leaf's", l.LeafName, l.Layout(), l.RandomStart)
+	}
+	if l.MaxPeerClockSkew != 10*time.Second {
+		t.Errorf("default MaxPeerClockSkew = %v, want 10s (Twitter's rule)", l.MaxPeerClockSkew)
+	}
+	if l, err := parseConfig(nil, env(map[string]string{"LEAF_MAX_PEER_CLOCK_SKEW": "0"}), func(string) {}); err != nil || l.MaxPeerClockSkew != 0 {
+		t.Errorf("LEAF_MAX_PEER_CLOCK_SKEW=0: %v, %v; want the check off (0)", l.MaxPeerClockSkew, err)
 	}
 	if l.WaitTimeout != 250*time.Millisecond || l.SegmentEnabled || l.WorkerID != 7 {
 		t.Errorf("env config = %+v, want wait 250ms, segment off, worker 7", l.Config)

@@ -51,7 +51,28 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 	warnLayoutEnd(log, l, time.Now())
 	log.Info("snowflake mode on", "source", src.Name(), "worker_id", gen.WorkerID(),
 		"epoch_ms", l.EpochMillis(), "layout_end", l.End().Format("2006-01-02"))
-	return gen, src, nil
+	return gen, sealingSource{Source: src, gen: gen, log: log}, nil
+}
+
+// sealingSource is the source as run holds it: Close (at shutdown, after the HTTP server has
+// drained) first seals the generator, which stores the exact last issued millisecond where the
+// source can (static file, ZooKeeper cache file and node), so that a restart with a correct
+// clock issues at once instead of waiting out the high-water window. A crash skips this, and
+// the restart waits for the mark stored ahead of the clock, as it must.
+type sealingSource struct {
+	snowflake.Source
+	gen *snowflake.Generator
+	log *slog.Logger
+}
+
+// Close seals the generator, then closes the source.
+func (s sealingSource) Close(ctx context.Context) error {
+	if err := s.gen.Seal(ctx); err != nil {
+		s.log.Warn("snowflake: the exact last issued millisecond was not stored; the next start waits for the stored mark", "err", err)
+	} else if last := s.gen.Stats().LastIssued; !last.IsZero() {
+		s.log.Info("snowflake: sealed; the next start may issue from just after the last issued millisecond", "last_issued", last)
+	}
+	return s.Source.Close(ctx)
 }
 
 // layoutEndWarn: a layout that ends sooner than this after the start is
@@ -100,6 +121,8 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			Layout:   layout,
 			Logger:   log,
 			Clock:    clock,
+
+			MaxPeerClockSkew: cfg.MaxPeerClockSkew,
 		})
 		if err != nil {
 			return nil, err

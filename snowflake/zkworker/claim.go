@@ -30,6 +30,8 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 		found bool
 		name  string
 		id    int64
+		prev  *zk.Stat // the reused node's Stat
+		prevT int64    // and its timestamp
 	)
 	taken := map[int64]string{} // worker ID → a node of another address
 	for _, child := range children {
@@ -63,12 +65,14 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 		}
 		w.id, w.node = n, created
 		w.uploaded.Store(now.UnixMilli())
+		w.version.Store(0)
+		w.written.Store(&data)
 	} else {
 		node := forever + "/" + name
 		if err := w.checkRange(id, node); err != nil {
 			return err
 		}
-		data, _, err := conn.Get(node)
+		data, stat, err := conn.Get(node)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", node, err)
 		}
@@ -77,10 +81,24 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 			return fmt.Errorf("%w: node %s holds %q, not Leaf's {\"ip\",\"port\",\"timestamp\"} JSON: %v", ErrNodeData, node, data, err)
 		}
 		w.id, w.node = id, node
+		prev, prevT = stat, ep.Timestamp
+		w.version.Store(stat.Version)
 		w.uploaded.Store(ep.Timestamp)
 		w.loaded = time.UnixMilli(ep.Timestamp)
 	}
 	w.source = SourceZooKeeper
+	waited, err := w.takeLive(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if prev != nil && !waited {
+		if err := w.checkSilentWriter(ctx, conn, prev, prevT); err != nil {
+			return err
+		}
+	}
+	if err := w.checkPeerClocks(conn); err != nil {
+		return err
+	}
 	// The cache file's mark counts too when it belongs to the same worker ID; a refusal names
 	// where the mark it waited for came from.
 	from := w.node

@@ -2,25 +2,28 @@ package zkworker_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/leaf-go/leaf/internal/zktest"
+	"github.com/leaf-go/leaf/snowflake/zkworker"
 )
 
 // TestLostNodes: the namespace loses every node (as when ZooKeeper's data is
-// lost) while worker A runs. B, restarted on its cache file before A's next
-// upload, takes its old worker ID 1 back instead of the next sequential
-// number (0, A's); a new worker C does not take 1, which the restarted
-// counter hands out next but B's node holds; A's next upload creates its
-// node again under the same name.
+// lost) while worker A runs. B, restarted on its cache file, takes its old
+// worker ID 1 back instead of the next sequential number; a new worker C does
+// not take 1, which B's node holds. A finds its node gone at its next upload:
+// a conflict (another server may have drawn its number meanwhile), so A stops
+// backing IDs and does not create its node again.
 func TestLostNodes(t *testing.T) {
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	conn := zktest.Conn(t, addr)
 	oa := options(t, addr, name, "1")
-	oa.HeartbeatInterval = 2 * time.Second
+	oa.HeartbeatInterval = 500 * time.Millisecond
 	a := claim(t, oa)
 	ob := options(t, addr, name, "2")
 	b := claim(t, ob)
@@ -37,27 +40,29 @@ func TestLostNodes(t *testing.T) {
 		t.Errorf("B restarted after the loss: worker ID %d, want 1 (its cache file)", b2.WorkerID())
 	}
 	c := claim(t, options(t, addr, name, "3"))
-	if c.WorkerID() == 0 || c.WorkerID() == 1 {
-		t.Errorf("new worker C got worker ID %d, held by A or B", c.WorkerID())
+	if c.WorkerID() == 1 {
+		t.Errorf("new worker C got worker ID %d, held by B", c.WorkerID())
 	}
-
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Ready() == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := a.Ready(); !errors.Is(err, zkworker.ErrConflict) || !strings.Contains(err.Error(), "is gone") {
+		t.Fatalf("A's Ready() after the loss = %v, want %v saying its node is gone", err, zkworker.ErrConflict)
+	}
+	if !a.Expiry().Before(time.Now()) {
+		t.Errorf("A's Expiry() = %v, want in the past", a.Expiry())
+	}
+	time.Sleep(time.Second) // two more of A's heartbeats
 	forever := "/snowflake/" + name + "/forever"
-	wantA := "127.0.0.1:1-0000000000"
-	var kids []string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		kids, _, _ = conn.Children(forever)
-		if slices.Contains(kids, wantA) {
-			break
-		}
-	}
-	if !slices.Contains(kids, wantA) {
-		t.Fatalf("A's node not created again after the loss: children %v, want %s", kids, wantA)
-	}
-	kids, _, _ = conn.Children(forever)
+	kids, _, _ := conn.Children(forever)
 	slices.Sort(kids)
-	want := []string{wantA, "127.0.0.1:2-0000000001", c.Status().Node[len(forever)+1:]}
+	want := []string{"127.0.0.1:2-0000000001", c.Status().Node[len(forever)+1:]}
 	slices.Sort(want)
 	if !slices.Equal(kids, want) {
-		t.Errorf("nodes after the loss %v, want %v", kids, want)
+		t.Errorf("nodes after the loss %v, want %v (B's and C's; A's not created again)", kids, want)
+	}
+	if b2.Ready() != nil || c.Ready() != nil {
+		t.Errorf("B and C Ready() = %v, %v, want nil", b2.Ready(), c.Ready())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -35,7 +36,8 @@ type Options struct {
 	// `/`. May contain `-`.
 	LeafName string
 	// IP is the address registered in the node name and data. Empty means the first
-	// non-loopback IPv4 address of an up interface, as Leaf's Utils.getIp.
+	// non-loopback IPv4 address of an up interface, as Leaf's Utils.getIp. Claim normalises it
+	// with NormaliseIP and logs a warning for a host name.
 	IP string
 	// Port is the port label registered with the IP (Leaf's leaf.snowflake.port). Required.
 	// Together IP:Port identify this node across restarts.
@@ -59,6 +61,12 @@ type Options struct {
 	// restart finds a mark up to the high-water window ahead); 0 means DefaultStartWait, negative
 	// means do not wait.
 	StartWait time.Duration
+	// MaxPeerClockSkew is the largest allowed difference between this host's clock and the mean
+	// of the live peers' clocks at Claim (see snowflake.CheckPeerClock; Twitter snowflake's
+	// 10 s rule); beyond it Claim refuses with an error wrapping snowflake.ErrPeerClockSkew that
+	// names the peers. 0 (the zero value) or negative turns the check off; leaf-server passes
+	// --max-peer-clock-skew, default 10 s. Not checked when the ID comes from the cache file.
+	MaxPeerClockSkew time.Duration
 	// Logger receives warnings (fallback to the cache, failed uploads); nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -105,7 +113,27 @@ func (o *Options) normalise() error {
 		}
 		o.IP = ip
 	}
+	ip, isIP := NormaliseIP(o.IP)
+	if !isIP {
+		o.Logger.Warn("zkworker: the advertised address is not an IP address; it is registered as given, so "+
+			"another spelling of the same host (its IP, another name) is another identity and gets another worker ID",
+			"advertise_ip", o.IP)
+	}
+	o.IP = ip
 	return nil
+}
+
+// NormaliseIP returns the canonical spelling of an IP address, so that one host is one identity
+// in the node names: brackets dropped ("[::1]" and "::1" are one address), IPv6 compressed and
+// lower case as RFC 5952, an IPv4-mapped IPv6 address as plain IPv4. isIP is false when s is not
+// an IP address (a host name), which is returned unchanged.
+func NormaliseIP(s string) (ip string, isIP bool) {
+	trimmed := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	a, err := netip.ParseAddr(trimmed)
+	if err != nil {
+		return s, false
+	}
+	return a.Unmap().String(), true
 }
 
 // firstIPv4 returns the first non-loopback IPv4 address of an up interface, as Leaf's

@@ -8,13 +8,26 @@ import "time"
 // file; Status().Source tells which.
 func (w *Worker) Name() string { return SourceZooKeeper }
 
-// Expiry returns the zero time: the worker ID has no lease. The node is persistent, as in
-// Leaf, and IDs are issued through a ZooKeeper outage.
-func (w *Worker) Expiry() time.Time { return time.Time{} }
+// Expiry returns a far-future instant (year 9999) while the claim holds, and the moment of the
+// conflict once it was found broken (see ErrConflict): the generator then refuses every ID at
+// once. The node is persistent, as in Leaf, and IDs are issued through a ZooKeeper outage; only a
+// conflict found on the next session ends them.
+func (w *Worker) Expiry() time.Time {
+	if c := w.conflicted.Load(); c != nil {
+		return c.at
+	}
+	return noLease
+}
 
-// Ready returns nil: a ZooKeeper outage does not stop the generator (the cache file keeps the
-// high-water mark), as in Leaf.
-func (w *Worker) Ready() error { return nil }
+// Ready returns nil while the claim holds, also through a ZooKeeper outage (the cache file keeps
+// the high-water mark, as in Leaf), and an error wrapping ErrConflict with the reason once the
+// claim was found broken.
+func (w *Worker) Ready() error {
+	if c := w.conflicted.Load(); c != nil {
+		return c.err
+	}
+	return nil
+}
 
 // LastHeartbeat returns when the node's timestamp was last uploaded (Status().LastUpload);
 // the zero time before the first upload and when the worker ID came from the cache file.
@@ -22,13 +35,24 @@ func (w *Worker) LastHeartbeat() time.Time { return w.Status().LastUpload }
 
 // Details returns Status() as the sourceState object of GET /api/v1/snowflake/status shows it:
 // workerId, source, address, node, cachePath, session (the session state), mark, uploaded,
-// lastUpload (RFC 3339 in UTC, "" for none) and uploadError.
+// lastUpload (RFC 3339 in UTC, "" for none), uploadError, liveNode (the ephemeral node that
+// marks this process as the live holder; "" from the cache) and conflict (Ready's error; ""
+// while the claim holds).
 func (w *Worker) Details() any {
 	s := w.Status()
+	conflict := ""
+	if err := w.Ready(); err != nil {
+		conflict = err.Error()
+	}
+	live := ""
+	if s.Node != "" {
+		live = w.liveNode()
+	}
 	return map[string]any{
 		"workerId": s.WorkerID, "source": s.Source, "address": s.Address, "node": s.Node,
 		"cachePath": s.CachePath, "session": s.State, "mark": rfc3339(s.Mark),
 		"uploaded": rfc3339(s.Uploaded), "lastUpload": rfc3339(s.LastUpload), "uploadError": s.UploadError,
+		"liveNode": live, "conflict": conflict,
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // TestSource: a Worker as snowflake.Source gives the generator its worker ID and its mark,
-// never expires, is ready, reports its uploads as heartbeats, and shows its Status on the
+// has a far-future expiry while its claim holds, is ready, reports its uploads as heartbeats, and shows its Status on the
 // status page with the fields leaf-server has always shown.
 func TestSource(t *testing.T) {
 	addr := zktest.Addr(t)
@@ -21,8 +21,8 @@ func TestSource(t *testing.T) {
 	o.HeartbeatInterval = 50 * time.Millisecond
 	w := claim(t, o)
 	var src snowflake.Source = w
-	if src.Name() != "zookeeper" || !src.Expiry().IsZero() || src.Ready() != nil {
-		t.Errorf("Name %q, Expiry %v, Ready %v; want zookeeper, zero, nil", src.Name(), src.Expiry(), src.Ready())
+	if src.Name() != "zookeeper" || src.Expiry().Year() != 9999 || src.Ready() != nil {
+		t.Errorf("Name %q, Expiry %v, Ready %v; want zookeeper, year 9999, nil", src.Name(), src.Expiry(), src.Ready())
 	}
 	g, err := snowflake.New(context.Background(), snowflake.Settings{Source: w})
 	if err != nil {
@@ -50,7 +50,7 @@ func TestSource(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"address", "cachePath", "lastUpload", "mark", "node", "session", "source", "uploadError", "uploaded", "workerId"}
+	want := []string{"address", "cachePath", "conflict", "lastUpload", "liveNode", "mark", "node", "session", "source", "uploadError", "uploaded", "workerId"}
 	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, want) {
 		t.Errorf("Details() keys = %v, want %v", keys, want)
 	}

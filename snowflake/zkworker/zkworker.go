@@ -32,20 +32,40 @@
 //     the clock; a restart waits until its clock has passed it. (A Java Leaf node restarting on
 //     the same ip:port within that window refuses its ZooKeeper claim, as it should.)
 //   - Only connection failures fall back to the cache file; every other error stops the start.
-//   - A namespace that lost its nodes (ZooKeeper's data lost, or a new ensemble) while servers
-//     run does not hand their worker IDs out again as far as it can be helped: a running server
-//     whose upload finds its node gone creates it again under the same name (after opening a new
-//     connection when the old one has had no session for two session timeouts: a new ensemble
-//     refuses a client that has seen a later zxid); a starting server whose address has no node
-//     takes back the worker ID of its cache file when no other node holds it; and a sequential
-//     number that another address's node holds is never taken. Leaf re-uses such numbers: a
-//     server restarted after the loss draws 0, 1, … again while others still issue with them.
-//     A brand-new server that starts before a running one has re-registered can still draw that
-//     one's number; restart or wait one heartbeat interval after ZooKeeper comes back.
+//   - Exclusive holders: beside /forever, a live holder keeps the ephemeral node
+//     /snowflake/<leaf.name>/live/<workerID> (JSON: address, host, pid, since, node; see
+//     Holder) for its session. A second process resolving to the same worker ID (the same
+//     ip:port: two Docker hosts on one bridge address, a force-deleted pod and its replacement)
+//     waits up to the session timeout + 2 s in case the holder crashed, then refuses to start
+//     with ErrWorkerIDHeld naming the holder. Leaf lets both issue duplicate IDs. A reused node
+//     that was written within the last three heartbeat intervals, by a process without a live
+//     node and not by this address's last run (its cache file holds that run's last
+//     timestamp), is watched for one interval + 500 ms: written again, a live Java Leaf node
+//     holds the identity, and Claim refuses with ErrWorkerIDHeld.
+//   - Conflicts at runtime stop the worker for good (ErrConflict; Expiry in the past, so the
+//     generator refuses every ID; Ready says why): the /forever node gone (ZooKeeper lost its
+//     data, or it was deleted: another server may have drawn the number since), the live node
+//     deleted or owned by another session, or a timestamp in the /forever node that this
+//     process did not write (uploads are conditional on the node's version: a live Java Leaf
+//     node on the same ip:port). They are found at the next upload, within one
+//     HeartbeatInterval once a session exists. Leaf (and leaf-go before) created the node
+//     again and kept issuing.
+//   - A starting server whose address has no node takes back the worker ID of its cache file
+//     when no other node holds it, and a sequential number that another address's node holds
+//     is never taken; Leaf re-uses such numbers after a loss. A brand-new server that starts
+//     after ZooKeeper lost its data but before a running one has reconnected can still draw
+//     that one's number; the running one stops at its first upload on the new session (a new
+//     connection is opened after one session timeout without a session, since a new ensemble
+//     refuses a client that has seen a later zxid). IDs issued by both in between can repeat:
+//     after losing ZooKeeper's data, start new servers only once the running ones have
+//     reconnected (their /readyz then says whether they stopped).
+//   - The advertised IP is normalised (NormaliseIP): "[::1]" and "::1" are one identity; a
+//     host name is kept as given, with a warning.
 package zkworker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -94,6 +114,7 @@ type Worker struct {
 	node      string // full node path; "" when from the cache
 	cachePath string
 	loaded    time.Time // the mark found at claim time
+	since     time.Time // when the live node was first written (holderData; set once, in Claim)
 	log       *slog.Logger
 
 	// conn is the ZooKeeper connection, nil when from the cache. Claim sets it; afterwards only
@@ -110,6 +131,14 @@ type Worker struct {
 	uploaded   atomic.Int64 // highest timestamp written to the node, Unix ms
 	lastUpload atomic.Int64 // wall time of the last successful upload, Unix ms
 	uploadErr  atomic.Pointer[string]
+
+	nodeMu      sync.Mutex                    // serialises writes to the node (setNode)
+	liveSession atomic.Int64                  // ZooKeeper session that created the live node
+	version     atomic.Int32                  // the node's version after our last write
+	written     atomic.Pointer[[]byte]        // the data of our last confirmed write to the node
+	attempted   atomic.Pointer[[]byte]        // the data of our last write attempt (maybe applied, answer lost)
+	conflicted  atomic.Pointer[conflictState] // set once, by conflict
+	final       atomic.Bool                   // StoreFinal ran: no more uploads
 }
 
 var _ snowflake.Source = (*Worker)(nil)
@@ -199,6 +228,35 @@ func (w *Worker) Store(ctx context.Context, mark time.Time) error {
 	return nil
 }
 
+// StoreFinal stores the exact mark of a graceful shutdown (snowflake.FinalHighWater), lower
+// than the stored one: in the cache file, and in the node when a session is at hand (otherwise
+// the node keeps its higher timestamp and the next start waits for it, which is safe).
+func (w *Worker) StoreFinal(ctx context.Context, mark time.Time) error {
+	ms := mark.UnixMilli()
+	w.storeMu.Lock()
+	defer w.storeMu.Unlock()
+	w.final.Store(true) // a later upload would write a time past the exact mark
+	if err := w.writeCache(ms); err != nil {
+		return fmt.Errorf("write cache file: %w", err)
+	}
+	w.mark.Store(ms)
+	conn := w.conn.Load()
+	if conn == nil || w.conflicted.Load() != nil || conn.State() != zk.StateHasSession {
+		return nil
+	}
+	data, _ := json.Marshal(endpoint{IP: w.opts.IP, Port: w.opts.Port, Timestamp: ms})
+	ok, err := w.setNode(conn, data)
+	if err != nil {
+		return fmt.Errorf("upload the final mark to %s: %w", w.node, err)
+	}
+	if ok {
+		w.uploaded.Store(ms)
+	}
+	return nil
+}
+
+var _ snowflake.FinalHighWater = (*Worker)(nil)
+
 // Status is a snapshot of a Worker for status pages.
 type Status struct {
 	// WorkerID is the claimed worker ID.
@@ -252,8 +310,9 @@ func msTime(ms int64) time.Time {
 // Close stops the upload goroutine (which first uploads a mark the node does not have yet),
 // closes the ZooKeeper session and waits for the goroutine. An upload hung on a broken connection
 // is cut off after the session timeout, or when ctx ends if that comes first. The node stays (it
-// is persistent, as in Leaf), so there is nothing to release and Close returns nil. Safe to
-// call more than once. It implements snowflake.Source.
+// is persistent, as in Leaf; the ephemeral live node goes with the session), so there is nothing
+// to release and Close returns nil. Safe to call more than once. It implements
+// snowflake.Source.
 func (w *Worker) Close(ctx context.Context) error {
 	w.close.Do(func() {
 		if w.cancel != nil {

@@ -126,10 +126,12 @@ var expiringRe = regexp.MustCompile(`Expiring session 0x[0-9a-f]+`)
 //   - killed and restarted with an empty data dir (a new ensemble): nodes,
 //     sessions and the sequence counter are gone. Server B is killed and
 //     restarted first, then a new server C starts. No two live servers may
-//     share a worker ID and no ID may repeat.
+//     share a worker ID and no ID may repeat. A, still running, finds its
+//     node gone on its new session: it stops issuing for good (/readyz 503).
 //
 // Throughout, snowflake IDs keep flowing with no error from the worker IDs
-// claimed at start (ZooKeeper is needed to claim, not to issue).
+// claimed at start (ZooKeeper is needed to claim, not to issue), except from
+// A after its conflict.
 func TestZooKeeperRestart(t *testing.T) {
 	t.Parallel()
 	zs := zktest.StartServer(t)
@@ -237,14 +239,30 @@ func TestZooKeeperRestart(t *testing.T) {
 	if wc == workers[0] || wc == wb {
 		t.Errorf("after the new ensemble, new server C took worker ID %d; live A holds %d, B %d", wc, workers[0], wb)
 	}
-	// A gets a session on the new ensemble and registers its node again.
-	rec = zkBack(t, []*servertest.Proc{a, b, c}, wiped, 40*time.Second)
+	// B and C upload to the new ensemble. A gets a session on it, finds its
+	// node gone (a conflict: another server may have drawn its number) and
+	// stops issuing for good, /readyz 503.
+	rec = zkBack(t, []*servertest.Proc{b, c}, wiped, 40*time.Second)
 	if rec < 0 {
-		t.Errorf("new ensemble: sessions and uploads not back within 40 s: A %+v, B %+v, C %+v",
-			status(t, a).SourceState, status(t, b).SourceState, status(t, c).SourceState)
+		t.Errorf("new ensemble: sessions and uploads not back within 40 s: B %+v, C %+v",
+			status(t, b).SourceState, status(t, c).SourceState)
+	}
+	var aStopped time.Time
+	for time.Since(wiped) < 40*time.Second {
+		if code, _ := readyzBody(a); code == 503 {
+			aStopped = time.Now()
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if aStopped.IsZero() {
+		t.Errorf("new ensemble: A's /readyz not 503 within 40 s (its node is gone: a conflict)")
 	}
 	time.Sleep(500 * time.Millisecond)
 	stop()
+	if n := idsAfter(ts[0], aStopped); !aStopped.IsZero() && n > 0 {
+		t.Errorf("A issued %d IDs dated after its /readyz turned 503", n)
+	}
 	nodes := zkNodes(t, zs.Addr(), f.name)
 	byWorker := map[int64][]string{}
 	for _, n := range nodes {
@@ -258,8 +276,8 @@ func TestZooKeeperRestart(t *testing.T) {
 			t.Errorf("worker ID %d registered by %d nodes after the new ensemble: %v", w, len(ns), ns)
 		}
 	}
-	if len(nodes) != 3 {
-		t.Errorf("after the new ensemble the namespace holds %v, want the nodes of A, B and C", nodes)
+	if len(nodes) != 2 {
+		t.Errorf("after the new ensemble the namespace holds %v, want the nodes of B and C (A stopped, its node not created again)", nodes)
 	}
 	checkWorker(t, ts[0], workers[0])
 	if wb == workers[1] {
@@ -267,17 +285,17 @@ func TestZooKeeperRestart(t *testing.T) {
 	}
 	checkWorker(t, ts[2], wc)
 	r := check(t, mergeTallies(ts[0], ts[1], ts[2]), nil, "")
-	for k := range r.Errors {
+	for k := range mergeTallies(ts[1], ts[2]).errs {
 		if k != "conn" {
-			t.Errorf("new ensemble: errors %v, want none but requests cut by B's kill", r.Errors)
+			t.Errorf("new ensemble: B's and C's errors %v, want none but requests cut by B's kill", r.Errors)
 			break
 		}
 	}
 	r.Scenario, r.Cmd = "4 snowflake worker IDs", cmd
 	r.Size = "private ZooKeeper killed, data dir wiped, restarted (new ensemble); then B kill -9 and restarted, new server C started"
 	r.Recovery = fmtRecovery(rec)
-	r.Note = fmt.Sprintf("worker IDs: A %d (kept running), B %d → %d after its restart, C %d; nodes afterwards %v; recovery = all three with a session and a node upload after the wipe; conn = requests cut by B's kill",
-		workers[0], workers[1], wb, wc, nodes)
+	r.Note = fmt.Sprintf("worker IDs: A %d (kept running; stopped on its conflict %v after the wipe, /readyz 503), B %d → %d after its restart, C %d; nodes afterwards %v; recovery = B and C with a session and a node upload after the wipe; conn = requests cut by B's kill, 503 -1 = A's refusals",
+		workers[0], aStopped.Sub(wiped).Round(100*time.Millisecond), workers[1], wb, wc, nodes)
 	report.add(t, r)
 
 	ids, _, _, _ := mergeTallies(every...).snapshot()
