@@ -38,6 +38,7 @@ func (h *handler) adminRoutes(r chi.Router) {
 		r.Patch("/tags/{tag}", h.adminUpdate)
 		r.Delete("/tags/{tag}", h.adminDelete)
 		r.Post("/tags/{tag}/fence", h.adminFence)
+		h.groupAdminRoutes(r) // group_admin.go
 	})
 }
 
@@ -118,6 +119,9 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	case in.Step == nil:
 		h.bodyError(w, r, badBodyError("field step is required"))
+		return
+	}
+	if h.refuseGroupedName(w, r, in.BizTag) { // group_admin.go
 		return
 	}
 	row := store.Row{BizTag: in.BizTag, MaxID: 1, Step: *in.Step, Description: in.Description}

@@ -41,6 +41,10 @@ type Deps struct {
 	// Store is the leaf_alloc database behind Segment, pinged by /readyz.
 	// Nil when segment mode is off.
 	Store store.Store
+	// Groups serves date-grouped tags (group.go): the formatted and parse
+	// routes, Leaf's route on a grouped tag, /api/v1/admin/groups…; nil
+	// when segment mode is off.
+	Groups *segment.Groups
 	// Snowflake serves /api/snowflake/get/{key}, the snowflake batch route
 	// and the status page; nil when snowflake mode is off (decode and encode
 	// then use [snowflake.DefaultLayout]).
@@ -152,6 +156,7 @@ func NewHandler(d Deps) http.Handler {
 		h.adminRoutes(r)
 
 		r.Get("/api/v1/segment/{tag}", h.segmentBatch)
+		h.groupRoutes(r) // /api/v1/segment/{tag}/formatted, /parse/{formatted} (group.go)
 		r.Get("/api/v1/snowflake", h.snowflakeBatch)
 
 		r.HandleFunc("/decodeSnowflakeId", h.decodeSnowflakeID)

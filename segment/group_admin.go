@@ -281,3 +281,21 @@ func (gs *Groups) Stats() []GroupStats {
 	}
 	return out
 }
+
+// Declaration returns the declaration of tag. Errors: [ErrNotGrouped].
+func (gs *Groups) Declaration(tag string) (store.Group, error) {
+	g, err := gs.lookup(tag)
+	if err != nil {
+		return store.Group{}, err
+	}
+	return g.decl, nil
+}
+
+// Location returns the time zone of tag. Errors: [ErrNotGrouped].
+func (gs *Groups) Location(tag string) (*time.Location, error) {
+	g, err := gs.lookup(tag)
+	if err != nil {
+		return nil, err
+	}
+	return g.loc, nil
+}

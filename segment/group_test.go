@@ -255,3 +255,88 @@ func TestGroupBoundary(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupPrune: a pruned period is never served again, not even by a
+// server with an empty data directory whose clock reads it; the current
+// period cannot be pruned; retention keeps the last N periods.
+func TestGroupPrune(t *testing.T) {
+	d := openDB(t, sqliteDB.dsn(t))
+	clockA := clocktest.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	a := startGroupServer(t, d, clockA, t.TempDir())
+	declare(t, a.gs, store.Group{BizTag: "p", Grp: "day", TimeZone: "UTC", Format: "P{yyyyMMdd}{seq:4}", Step: 10, Retention: 2})
+	for range 3 {
+		if _, err := a.gs.Next(context.Background(), "p", 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		clockA.Add(24 * time.Hour)
+	}
+	// Now 3 December; periods 30 Nov, 1 and 2 Dec exist.
+	if _, err := a.gs.Prune(context.Background(), "p", "20261204"); !errors.Is(err, segment.ErrGroupDecl) {
+		t.Fatalf("Prune(past today) = %v, want ErrGroupDecl", err)
+	}
+	if key, _ := a.gs.RetentionKey("p", clockA.Now()); key != "20261202" {
+		t.Fatalf("RetentionKey = %s, want 20261202 (keep 2 periods: 2 and 3 Dec)", key)
+	}
+	a.gs.PruneRetention(context.Background())
+	ps, err := a.gs.Periods(context.Background(), "p")
+	if err != nil || len(ps) != 1 || ps[0].Key != "20261202" {
+		t.Fatalf("Periods after retention = %+v, %v, want only 20261202", ps, err)
+	}
+	// A fresh server whose clock reads 1 December must refuse, not
+	// re-create the deleted row and repeat P20261201000x.
+	clockB := clocktest.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	b := startGroupServer(t, d, clockB, t.TempDir())
+	if ids, err := b.gs.Next(context.Background(), "p", 1, nil); !errors.Is(err, segment.ErrPruned) {
+		t.Fatalf("Next on a pruned period = %v, %v, want ErrPruned", ids, err)
+	}
+	clockB.Add(24 * time.Hour)
+	if ids, err := b.gs.Next(context.Background(), "p", 1, nil); err != nil || ids[0] != "P202612020011" {
+		t.Fatalf("Next on 2 December = %v, %v, want P202612020011 (A holds 1..10)", ids, err)
+	}
+}
+
+// TestGroupDeclareRefuses: names that collide with leaf_alloc rows, bad
+// declarations, and changes of group or format.
+func TestGroupDeclareRefuses(t *testing.T) {
+	d := openDB(t, sqliteDB.dsn(t))
+	s := startGroupServer(t, d, clocktest.New(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), t.TempDir())
+	d.create(t, "plain", 1, 10)
+	d.create(t, "old:20250101", 1, 10)
+	ok := store.Group{BizTag: "g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 10}
+	for _, bad := range []store.Group{
+		{BizTag: "plain", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 10},
+		{BizTag: "old", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 10},
+		{BizTag: "a:b", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 10},
+		{BizTag: strings.Repeat("x", 120), Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 10},
+		{BizTag: "g", Grp: "day", TimeZone: "Local", Format: "{yyyyMMdd}{seq:6}", Step: 10},
+		{BizTag: "g", Grp: "month", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 10},
+		{BizTag: "g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 0},
+		{BizTag: "g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 10, Retention: -1},
+	} {
+		if err := s.gs.Declare(context.Background(), bad); !errors.Is(err, segment.ErrGroupDecl) {
+			t.Errorf("Declare(%+v) = %v, want ErrGroupDecl", bad, err)
+		}
+	}
+	declare(t, s.gs, ok)
+	if err := s.gs.Declare(context.Background(), ok); !errors.Is(err, store.ErrTagExists) {
+		t.Fatalf("Declare twice = %v, want ErrTagExists", err)
+	}
+	for _, ch := range []store.Group{
+		{BizTag: "g", Grp: "month", TimeZone: "UTC", Format: "{yyyyMM}{seq:6}", Step: 10},
+		{BizTag: "g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}1{seq:5}", Step: 10},
+	} {
+		if err := s.gs.Update(context.Background(), ch); !errors.Is(err, segment.ErrGroupDecl) {
+			t.Errorf("Update(%+v) = %v, want ErrGroupDecl", ch, err)
+		}
+	}
+	gst := d.st.(store.GroupStore)
+	for _, tt := range []struct {
+		give string
+		want bool
+	}{{"g", true}, {"g:20261201", true}, {"g:202612", true}, {"g:x", false}, {"gg:20261201", false}, {"other", false}} {
+		err := segment.CheckPlainTag(context.Background(), gst, tt.give)
+		if got := errors.Is(err, segment.ErrGroupRow); got != tt.want {
+			t.Errorf("CheckPlainTag(%q) = %v, want refused %v", tt.give, err, tt.want)
+		}
+	}
+}
