@@ -19,11 +19,20 @@ import (
 // ("<tag>:<digits>": their sequences were handed out as plain IDs). Errors:
 // [ErrGroupDecl] naming the rule, [store.ErrTagExists], the store's.
 func (gs *Groups) Declare(ctx context.Context, d store.Group) error {
+	if err := DeclareGroup(ctx, gs.st, d); err != nil {
+		return err
+	}
+	return gs.Reload(ctx)
+}
+
+// DeclareGroup is [Groups.Declare] without a server (leafctl): the checks
+// and the insert; running servers read it on their next leaf_group refresh.
+func DeclareGroup(ctx context.Context, st GroupStore, d store.Group) error {
 	d.PrunedBefore = ""
 	if _, err := compile(d); err != nil {
 		return err
 	}
-	rows, err := gs.st.Rows(ctx)
+	rows, err := st.Rows(ctx)
 	if err != nil {
 		return fmt.Errorf("segment: declare %q: %w", d.BizTag, err)
 	}
@@ -32,10 +41,7 @@ func (gs *Groups) Declare(ctx context.Context, d store.Group) error {
 			return fmt.Errorf("%w: leaf_alloc already has a row %q; pick another name for the grouped tag", ErrGroupDecl, r.BizTag)
 		}
 	}
-	if err := gs.st.CreateGroup(ctx, d); err != nil {
-		return err
-	}
-	return gs.Reload(ctx)
+	return st.CreateGroup(ctx, d)
 }
 
 // Update changes the time zone, step (for period rows created from now on),
@@ -46,7 +52,16 @@ func (gs *Groups) Declare(ctx context.Context, d store.Group) error {
 // instead. Errors: [ErrGroupDecl] (also for a changed group or format),
 // [store.ErrTagNotFound], the store's.
 func (gs *Groups) Update(ctx context.Context, d store.Group) error {
-	list, err := gs.st.Groups(ctx)
+	if err := UpdateGroupDecl(ctx, gs.st, d); err != nil {
+		return err
+	}
+	return gs.Reload(ctx)
+}
+
+// UpdateGroupDecl is [Groups.Update] without a server (leafctl): empty Grp
+// and Format mean unchanged.
+func UpdateGroupDecl(ctx context.Context, st store.GroupStore, d store.Group) error {
+	list, err := st.Groups(ctx)
 	if err != nil {
 		return fmt.Errorf("segment: update %q: %w", d.BizTag, err)
 	}
@@ -68,10 +83,7 @@ func (gs *Groups) Update(ctx context.Context, d store.Group) error {
 	if _, err := compile(d); err != nil {
 		return err
 	}
-	if err := gs.st.UpdateGroup(ctx, d); err != nil {
-		return err
-	}
-	return gs.Reload(ctx)
+	return st.UpdateGroup(ctx, d)
 }
 
 // Declarations returns every served declaration, ordered by tag.
@@ -106,7 +118,23 @@ func (gs *Groups) Periods(ctx context.Context, tag string) ([]PeriodInfo, error)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := gs.st.Rows(ctx)
+	return periods(ctx, gs.st, g)
+}
+
+// ListPeriods is [Groups.Periods] without a server (leafctl), for the
+// declaration d. Errors: [ErrGroupDecl] for a declaration that does not
+// compile, the store's.
+func ListPeriods(ctx context.Context, st GroupStore, d store.Group) ([]PeriodInfo, error) {
+	g, err := compile(d)
+	if err != nil {
+		return nil, err
+	}
+	return periods(ctx, st, g)
+}
+
+func periods(ctx context.Context, st GroupStore, g *grouped) ([]PeriodInfo, error) {
+	tag := g.decl.BizTag
+	rows, err := st.Rows(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("segment: periods of %q: %w", tag, err)
 	}
@@ -134,32 +162,51 @@ func (gs *Groups) Prune(ctx context.Context, tag, before string) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
-	if _, err := g.group.ParseKey(before, g.loc); err != nil {
-		return nil, fmt.Errorf("%w: prune before %q: want a %s key like %s", ErrGroupDecl, before, g.group, g.group.Key(time.Now()))
-	}
 	cur := g.group.Key(g.group.Start(gs.cfg.Clock.Now(), g.loc))
 	if mark := gs.hw.get(tag); mark > cur {
 		cur = mark
 	}
+	deleted, err := prune(ctx, gs.st, g, before, cur)
+	if rerr := gs.Reload(ctx); err == nil && rerr != nil {
+		err = rerr
+	}
+	return deleted, err
+}
+
+// PruneGroup is [Groups.Prune] without a server (leafctl): the current
+// period is the one of now in the tag's zone. Running servers read the new
+// pruned_before on their next leaf_group refresh.
+func PruneGroup(ctx context.Context, st GroupStore, d store.Group, before string, now time.Time) ([]string, error) {
+	g, err := compile(d)
+	if err != nil {
+		return nil, err
+	}
+	return prune(ctx, st, g, before, g.group.Key(g.group.Start(now, g.loc)))
+}
+
+// prune raises pruned_before to before, then deletes the older period rows;
+// before may not pass cur, the current period.
+func prune(ctx context.Context, st GroupStore, g *grouped, before, cur string) ([]string, error) {
+	tag := g.decl.BizTag
+	if _, err := g.group.ParseKey(before, g.loc); err != nil {
+		return nil, fmt.Errorf("%w: prune before %q: want a %s key like %s", ErrGroupDecl, before, g.group, cur)
+	}
 	if before > cur {
 		return nil, fmt.Errorf("%w: prune before %s would delete the current period %s", ErrGroupDecl, before, cur)
 	}
-	if _, err := gs.st.RaisePrunedBefore(ctx, tag, before); err != nil {
+	if _, err := st.RaisePrunedBefore(ctx, tag, before); err != nil {
 		return nil, err
 	}
-	if err := gs.Reload(ctx); err != nil {
-		return nil, err
-	}
-	periods, err := gs.Periods(ctx, tag)
+	ps, err := periods(ctx, st, g)
 	if err != nil {
 		return nil, err
 	}
 	var deleted []string
-	for _, p := range periods {
+	for _, p := range ps {
 		if p.Key >= before {
 			break
 		}
-		if err := gs.st.Delete(ctx, p.Row); err != nil && !errors.Is(err, store.ErrTagNotFound) {
+		if err := st.Delete(ctx, p.Row); err != nil && !errors.Is(err, store.ErrTagNotFound) {
 			return deleted, fmt.Errorf("segment: prune %q: %w", p.Row, err)
 		}
 		deleted = append(deleted, p.Row)
@@ -169,8 +216,19 @@ func (gs *Groups) Prune(ctx context.Context, tag, before string) ([]string, erro
 
 // RetentionKey returns the oldest period key tag keeps by its retention at
 // now ("" when the retention is 0: keep all). Errors: [ErrNotGrouped].
+// [RetentionBefore] is the same for a declaration (leafctl).
 func (gs *Groups) RetentionKey(tag string, now time.Time) (string, error) {
 	g, err := gs.lookup(tag)
+	if err != nil {
+		return "", err
+	}
+	return g.retentionKey(now), nil
+}
+
+// RetentionBefore returns the oldest period key d keeps by its retention at
+// now ("" for retention 0). Errors: [ErrGroupDecl].
+func RetentionBefore(d store.Group, now time.Time) (string, error) {
+	g, err := compile(d)
 	if err != nil {
 		return "", err
 	}

@@ -218,7 +218,7 @@ func TestGroupBoundary(t *testing.T) {
 			// Stop A abruptly (no Close: its goroutines are left to the
 			// cleanup, the data directory is what a kill -9 leaves) and
 			// restart it with the clock 5 s back, before midnight.
-			a.gs.Close() // stops the background loop only; no state flushed
+			a.gs.Close()                                                              // stops the background loop only; no state flushed
 			midnight := bizno.Day.Start(time.Date(2026, 9, 6, 12, 0, 0, 0, loc), loc) // 01:00 -03, the transition
 			clockA.Set(midnight.Add(-5 * time.Second))
 			if k := bizno.Day.Key(bizno.Day.Start(clockA.Now(), loc)); k != "20260905" {
