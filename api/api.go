@@ -162,6 +162,7 @@ func NewHandler(d Deps) http.Handler {
 		r.HandleFunc("/decodeSnowflakeId", h.decodeSnowflakeID)
 		r.Get("/api/v1/snowflake/decode/{id}", h.decode)
 		r.Get("/api/v1/snowflake/encode", h.encode)
+		r.Get("/api/v1/snowflake/text/{v}", h.snowflakeText) // snowflake_text.go
 		r.Get("/api/v1/snowflake/status", h.snowflakeStatus)
 
 		// Load balancers probe with HEAD: the same status, no body

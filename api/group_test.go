@@ -169,3 +169,20 @@ func TestGroupWidthRoute(t *testing.T) {
 		t.Fatalf("Leaf route past the width = %s", leaf.body)
 	}
 }
+
+func TestSnowflakeTextRoute(t *testing.T) {
+	srv := httptest.NewServer(api.NewHandler(api.Deps{}))
+	t.Cleanup(srv.Close)
+	id := "1947297034981384199" // any non-negative ID of the default layout
+	got := mustStatus(t, call(t, "GET", srv.URL+"/api/v1/snowflake/text/"+id, "", ""), 200, "text of an ID")
+	var ans struct{ ID, Text string }
+	if err := json.Unmarshal([]byte(got.body), &ans); err != nil || ans.ID != id || len(ans.Text) != 27 {
+		t.Fatalf("text answer %s: %v", got.body, err)
+	}
+	back := mustStatus(t, call(t, "GET", srv.URL+"/api/v1/snowflake/text/"+ans.Text, "", ""), 200, "ID of a text")
+	if !strings.Contains(back.body, `"id":"`+id+`"`) {
+		t.Fatalf("ID of %s = %s, want %s", ans.Text, back.body, id)
+	}
+	mustStatus(t, call(t, "GET", srv.URL+"/api/v1/snowflake/text/2026-bad", "", ""), 400, "bad text")
+	mustStatus(t, call(t, "GET", srv.URL+"/api/v1/snowflake/text/-5", "", ""), 400, "negative ID")
+}
