@@ -16,6 +16,7 @@ import (
 func (h *handler) groupRoutes(r chi.Router) {
 	r.Get("/api/v1/segment/{tag}/formatted", h.groupFormatted)
 	r.Get("/api/v1/segment/{tag}/parse/{formatted}", h.groupParse)
+	r.Get("/api/v1/groups", h.groupState) // group_state.go
 	h.groupAdminRoutes(r)
 }
 
