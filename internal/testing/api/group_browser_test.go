@@ -3,8 +3,8 @@ package api_test
 import (
 	"context"
 	"log/slog"
-	"os"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
