@@ -221,7 +221,10 @@ one refuses). The current period is never pruned.`,
 				if err != nil {
 					return err
 				}
-				fprintf(e.stdout, "pruned %s before %s: %d rows deleted %s\n", show(d.BizTag), key, len(deleted), strings.Join(deleted, " "))
+				fprintf(e.stdout, "pruned %s before %s: %d rows deleted\n", show(d.BizTag), key, len(deleted))
+				for _, r := range deleted {
+					fprintf(e.stdout, "  %s\n", r)
+				}
 				return nil
 			})
 		},

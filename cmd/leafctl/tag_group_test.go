@@ -65,7 +65,7 @@ func TestTagGroup(t *testing.T) {
 				t.Fatalf("prune before %s (the future) = nil, want refused", tomorrow)
 			}
 			pr := must(t, "tag", "prune", "order", "--dsn", d, "--before", "2026-11-01")
-			if !strings.Contains(pr.stdout, "2 rows deleted order:20261030 order:20261031") {
+			if !strings.Contains(pr.stdout, "2 rows deleted\n  order:20261030\n  order:20261031\n") {
 				t.Fatalf("prune said %q", pr.stdout)
 			}
 			after := must(t, "tag", "periods", "order", "--dsn", d)
