@@ -206,6 +206,9 @@ func (h *handler) adminDelete(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if h.refuseGroupedName(w, r, tag) { // a period row: prune instead (group_admin.go)
+		return
+	}
 	if err := h.d.Store.Delete(r.Context(), tag); err != nil {
 		h.storeError(w, r, err)
 		return

@@ -217,8 +217,11 @@ func (h *handler) groupAdminError(w http.ResponseWriter, r *http.Request, err er
 	}
 }
 
-// refuseGroupedName refuses (409 grouped_tag_row) a plain tag named like a
-// grouped tag or one of its period rows; it returns true when it answered.
+// refuseGroupedName refuses (409 grouped_tag_row) creating a plain tag named
+// like a grouped tag or one of its period rows, and deleting a period row
+// (a deleted current row would be created again from 1 by the next request
+// and repeat its IDs; prune raises pruned_before first); it returns true
+// when it answered.
 func (h *handler) refuseGroupedName(w http.ResponseWriter, r *http.Request, tag string) bool {
 	gst, ok := h.d.Store.(store.GroupStore)
 	if !ok || h.d.Groups == nil {

@@ -113,6 +113,7 @@ func TestGroupRoutes(t *testing.T) {
 			mustStatus(t, call(t, "POST", srv.URL+"/api/v1/admin/tags", "tok", `{"bizTag":"order:20261203","step":10}`), 409, "plain tag named like a period")
 			mustStatus(t, call(t, "POST", srv.URL+"/api/v1/admin/tags", "tok", `{"bizTag":"order","step":10}`), 409, "plain tag named like a grouped tag")
 			mustStatus(t, call(t, "POST", srv.URL+"/api/v1/admin/tags", "tok", `{"bizTag":"plain","step":10}`), 201, "plain tag")
+			mustStatus(t, call(t, "DELETE", srv.URL+"/api/v1/admin/tags/order:20261201", "tok", ""), 409, "delete a period row")
 			mustStatus(t, call(t, "POST", srv.URL+"/api/v1/admin/groups", "tok",
 				`{"bizTag":"plain","group":"day","timeZone":"UTC","format":"{yyyyMMdd}{seq:6}","step":10}`), 400, "group over a plain row")
 			mustStatus(t, call(t, "POST", srv.URL+"/api/v1/admin/groups", "tok",

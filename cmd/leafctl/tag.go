@@ -263,6 +263,9 @@ refuses without --yes.`,
 				if err != nil {
 					return err
 				}
+				if err := checkPlainName(ctx, st, tag); err != nil { // tag_group.go
+					return fmt.Errorf("%w: delete old periods with leafctl tag prune", err)
+				}
 				if !yes {
 					if !e.interactive {
 						return usagef("refusing to delete tag %s (max_id %d) without --yes: stdin is not a terminal", show(tag), r.MaxID)

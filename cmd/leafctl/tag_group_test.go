@@ -56,6 +56,10 @@ func TestTagGroup(t *testing.T) {
 			if _, err := st.Allocate(context.Background(), "order:20261101", 0); err != nil {
 				t.Fatal(err)
 			}
+			if got := leafctl(t, opts{}, "tag", "delete", "order:20261101", "--yes", "--dsn", d); got.err == nil ||
+				!strings.Contains(got.err.Error(), "tag prune") {
+				t.Fatalf("tag delete of a period row = %v, want refused (use prune)", got.err)
+			}
 			ps := must(t, "tag", "periods", "order", "--dsn", d)
 			if !strings.Contains(ps.stdout, "20261101") || !strings.Contains(ps.stdout, "500") || !strings.Contains(ps.stdout, "999999") {
 				t.Fatalf("periods:\n%s", ps.stdout)
