@@ -84,4 +84,6 @@ func BenchmarkFormattedBatch(b *testing.B) {
 	b.ReportMetric(ratios[len(ratios)/2], "formatted÷plain")
 }
 
-func httptestReq(target string) *http.Request { return httptest.NewRequest(http.MethodGet, target, nil) }
+func httptestReq(target string) *http.Request {
+	return httptest.NewRequest(http.MethodGet, target, nil)
+}
