@@ -13,7 +13,9 @@
 // One file per job: leaf.go (Leaf's ID routes), batch.go, snowflake.go
 // (decode, encode, status), state.go (buffer state and its JSON), admin.go,
 // pages.go (operator pages and the dashboard), health.go, key.go (biz_tag
-// checks), errors.go, lograte.go, and the metrics: metrics.go (shared
+// checks), errors.go, lograte.go, group.go, group_admin.go and
+// group_state.go (date-grouped tags, docs/contract.md §10),
+// snowflake_text.go, and the metrics: metrics.go (shared
 // buckets, registration), metrics_http.go, metrics_segment.go,
 // metrics_snowflake.go.
 package api

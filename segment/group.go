@@ -102,7 +102,6 @@ type Groups struct {
 	// reloadMu.
 	decls    atomic.Pointer[map[string]*grouped]
 	reloadMu sync.Mutex
-	lastLoad time.Time // guarded by reloadMu: the last successful Reload
 
 	hw *periodMarks
 
@@ -188,16 +187,18 @@ func (gs *Groups) loop(ctx context.Context) {
 	defer close(gs.done)
 	t := time.NewTicker(gs.cfg.Tick)
 	defer t.Stop()
+	// tried is when the loop last read leaf_group, so that a failing read
+	// (a database without migration 00003 and --migrate=false) is retried
+	// and logged once per RefreshInterval, not every Tick.
+	tried := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		gs.reloadMu.Lock()
-		due := time.Since(gs.lastLoad) >= gs.gen.cfg.RefreshInterval
-		gs.reloadMu.Unlock()
-		if due {
+		if time.Since(tried) >= gs.gen.cfg.RefreshInterval {
+			tried = time.Now()
 			if err := gs.Reload(ctx); err != nil {
 				gs.log.Warn("segment: leaf_group refresh failed", "err", err)
 			} else {
@@ -235,7 +236,6 @@ func (gs *Groups) Reload(ctx context.Context) error {
 		m[d.BizTag] = g
 	}
 	gs.decls.Store(&m)
-	gs.lastLoad = time.Now()
 	return nil
 }
 
@@ -424,6 +424,11 @@ func (gs *Groups) period(ctx context.Context, g *grouped, now time.Time) (*perio
 	}
 	p := &period{key: key, start: start, end: g.group.Next(start), h: h}
 	g.cur.Store(p)
+	for k := range g.prepared {
+		if k < key {
+			delete(g.prepared, k) // keeps the map at the current and next period
+		}
+	}
 	return p, nil
 }
 
