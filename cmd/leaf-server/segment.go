@@ -47,7 +47,7 @@ func startSegment(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 			Logger:      log,
 		})
 		if err != nil {
-			gen.Close()
+			_ = gen.Close() // always nil; the start error is the one to report
 			return nil, fmt.Errorf("start grouped tags: %w", err)
 		}
 		deps.Groups = groups
