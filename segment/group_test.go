@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -338,5 +339,39 @@ func TestGroupDeclareRefuses(t *testing.T) {
 		if got := errors.Is(err, segment.ErrGroupRow); got != tt.want {
 			t.Errorf("CheckPlainTag(%q) = %v, want refused %v", tt.give, err, tt.want)
 		}
+	}
+}
+
+// TestGroupPeriodMarksFile: a damaged period high-water file stops the
+// start, and a mark that cannot be stored refuses the new period (no ID is
+// handed out whose period a restart could forget).
+func TestGroupPeriodMarksFile(t *testing.T) {
+	d := openDB(t, sqliteDB.dsn(t))
+	gen := newGen(t, d.st, segment.Config{})
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "damaged.json")
+	if err := os.WriteFile(bad, []byte(`{"periods":{"ord":"2026120`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if gs, err := segment.NewGroups(context.Background(), gen, d.st.(segment.GroupStore), segment.GroupConfig{PeriodsPath: bad}); err == nil {
+		gs.Close()
+		t.Fatal("NewGroups with a damaged period file = nil error, want a refusal")
+	}
+	// The file's folder does not exist at start (no marks yet); then a
+	// plain file takes its name, so every write fails.
+	sub := filepath.Join(dir, "sub")
+	clock := clocktest.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	gs, err := segment.NewGroups(context.Background(), gen, d.st.(segment.GroupStore), segment.GroupConfig{
+		PeriodsPath: filepath.Join(sub, "group-periods.json"), Clock: clock, Tick: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Close()
+	if err := os.WriteFile(sub, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	declare(t, gs, store.Group{BizTag: "ord", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 10})
+	if ids, err := gs.Next(context.Background(), "ord", 1, nil); err == nil || len(ids) != 0 {
+		t.Fatalf("Next with an unwritable period file = %v, %v, want an error and no ID", ids, err)
 	}
 }
