@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	_ "time/tzdata" // zone rules when the system has none (as leaf-server)
 
 	"github.com/spf13/cobra"
 
