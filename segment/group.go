@@ -117,7 +117,11 @@ type grouped struct {
 	tpl   *bizno.Template
 	// cur is the period requests take from; nil until the first one.
 	cur atomic.Pointer[period]
-	mu  sync.Mutex // guards the switch of cur and prepared
+	// switching is held (a token in the channel) by the one request that
+	// switches cur to a new period, and by Prepare; others wait for it or
+	// for their context. Buffer 1: a lock that a context can give up on.
+	switching chan struct{}
+	mu        sync.Mutex // guards prepared
 	// prepared maps a period key to when this server made sure its row
 	// exists (ahead of time or on demand).
 	prepared map[string]time.Time
@@ -265,7 +269,8 @@ func compile(d store.Group) (*grouped, error) {
 	if d.Retention < 0 {
 		return nil, fmt.Errorf("%w: retention %d, want >= 0 periods", ErrGroupDecl, d.Retention)
 	}
-	return &grouped{decl: d, group: grp, loc: loc, tpl: tpl, prepared: map[string]time.Time{}}, nil
+	return &grouped{decl: d, group: grp, loc: loc, tpl: tpl, prepared: map[string]time.Time{},
+		switching: make(chan struct{}, 1)}, nil
 }
 
 // RowTag is the leaf_alloc biz_tag of tag's period with key key:
@@ -393,8 +398,12 @@ func (gs *Groups) period(ctx context.Context, g *grouped, now time.Time) (*perio
 	if p := g.cur.Load(); p != nil && now.Before(p.end) {
 		return p, nil
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	select {
+	case g.switching <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %q: waiting for the period switch: %w", ErrNoSegment, g.decl.BizTag, context.Cause(ctx))
+	}
+	defer func() { <-g.switching }()
 	cur := g.cur.Load()
 	if cur != nil && now.Before(cur.end) {
 		return cur, nil
@@ -424,25 +433,35 @@ func (gs *Groups) period(ctx context.Context, g *grouped, now time.Time) (*perio
 	}
 	p := &period{key: key, start: start, end: g.group.Next(start), h: h}
 	g.cur.Store(p)
+	g.mu.Lock()
 	for k := range g.prepared {
 		if k < key {
 			delete(g.prepared, k) // keeps the map at the current and next period
 		}
 	}
+	g.mu.Unlock()
 	return p, nil
 }
 
 // ensure makes sure the row of tag's period key exists and is known to the
-// generator, and returns a handle on it. g.mu must be held.
+// generator, and returns a handle on it, each database call bounded by
+// the generator's LoadTimeout. g.switching must be held.
 func (gs *Groups) ensure(ctx context.Context, g *grouped, key string) (*Tag, error) {
+	ctx, cancel := context.WithTimeout(ctx, gs.gen.cfg.LoadTimeout)
+	defer cancel()
 	row := RowTag(g.decl.BizTag, key)
-	if _, ok := g.prepared[key]; !ok {
+	g.mu.Lock()
+	_, done := g.prepared[key]
+	g.mu.Unlock()
+	if !done {
 		err := gs.st.Create(ctx, store.Row{BizTag: row, MaxID: 1, Step: g.decl.Step,
 			Description: "period " + key + " of grouped tag " + g.decl.BizTag})
 		if err != nil && !errors.Is(err, store.ErrTagExists) {
 			return nil, fmt.Errorf("segment: create period row %q: %w", row, err)
 		}
+		g.mu.Lock()
 		g.prepared[key] = gs.cfg.Clock.Now()
+		g.mu.Unlock()
 	}
 	if (*gs.gen.cache.Load())[row] == nil {
 		// Make the row known without a (rate-limited) miss lookup.
@@ -467,11 +486,17 @@ func (gs *Groups) Prepare(ctx context.Context) {
 		key := g.group.Key(next)
 		g.mu.Lock()
 		_, done := g.prepared[key]
+		g.mu.Unlock()
 		var err error
 		if !done {
-			_, err = gs.ensure(ctx, g, key)
+			select {
+			case g.switching <- struct{}{}:
+				_, err = gs.ensure(ctx, g, key)
+				<-g.switching
+			case <-ctx.Done():
+				return
+			}
 		}
-		g.mu.Unlock()
 		if err != nil {
 			gs.log.Warn("segment: next period's row not prepared", "biz_tag", g.decl.BizTag, "period", key, "err", err)
 		}
