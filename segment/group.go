@@ -31,6 +31,10 @@ var (
 	// ErrGroupRow is returned by [Groups.CheckPlainTag] for a plain tag
 	// named like a period row of a grouped tag ("<tag>:<digits>").
 	ErrGroupRow = errors.New("segment: biz tag collides with a grouped tag's period rows")
+	// ErrNotNumeric is returned by [Groups.NextInt] for a template whose
+	// IDs are not plain decimal numbers that fit int64: use the formatted
+	// route.
+	ErrNotNumeric = errors.New("segment: grouped tag's IDs are not numbers; use GET /api/v1/segment/{tag}/formatted")
 )
 
 // GroupStore is what [Groups] needs from the database: leaf_group, and
@@ -385,10 +389,6 @@ func (gs *Groups) NextInt(ctx context.Context, tag string) (int64, error) {
 	}
 	return v, nil
 }
-
-// ErrNotNumeric is returned by [Groups.NextInt] for a template whose IDs
-// are not plain decimal numbers that fit int64: use the formatted route.
-var ErrNotNumeric = errors.New("segment: grouped tag's IDs are not numbers; use GET /api/v1/segment/{tag}/formatted")
 
 // period returns the period to serve at now: the current one while now is
 // inside it or before it (a clock stepped back never reopens an earlier
