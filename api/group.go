@@ -12,7 +12,7 @@ import (
 )
 
 // groupRoutes mounts the routes of date-grouped tags (docs/contract.md
-// §4.9): formatted IDs, parse, and the admin routes of declarations.
+// §10): formatted IDs, parse, and the admin routes of declarations.
 func (h *handler) groupRoutes(r chi.Router) {
 	r.Get("/api/v1/segment/{tag}/formatted", h.groupFormatted)
 	r.Get("/api/v1/segment/{tag}/parse/{formatted}", h.groupParse)

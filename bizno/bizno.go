@@ -4,7 +4,7 @@
 // formats (period start, sequence) into a string and parses such a string
 // back. It is pure: no clock, no database.
 //
-// Template language (docs/contract.md §4.9):
+// Template language (docs/contract.md §10):
 //
 //	literal text   letters, digits, '-', '_' and '.'
 //	{yyyyMMdd}     date fields of the period, Java DateTimeFormatter letters:

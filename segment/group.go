@@ -81,7 +81,7 @@ type GroupConfig struct {
 }
 
 // Groups serves date-grouped tags on top of a [Generator]
-// (docs/contract.md §4.9): a tag declared in leaf_group draws its sequence
+// (docs/contract.md §10): a tag declared in leaf_group draws its sequence
 // from one ordinary leaf_alloc row per period, "<tag>:<key>" (key yyyyMMdd,
 // yyyyMM or yyyy of the period's local date in the tag's time zone), and
 // formats each ID with the tag's [bizno.Template].

@@ -3,7 +3,7 @@ package store
 import "context"
 
 // Group is one row of leaf_group, the declaration of a date-grouped tag
-// (docs/contract.md §4.9): its sequence restarts every period and comes
+// (docs/contract.md §10): its sequence restarts every period and comes
 // from one ordinary leaf_alloc row per period, named "<BizTag>:<key>"
 // (key yyyyMMdd, yyyyMM or yyyy). leaf_group is leaf-go's own table;
 // leaf_alloc stays Leaf's.
