@@ -39,6 +39,7 @@ func (h *handler) adminRoutes(r chi.Router) {
 		r.Patch("/tags/{tag}", h.adminUpdate)
 		r.Delete("/tags/{tag}", h.adminDelete)
 		r.Post("/tags/{tag}/fence", h.adminFence)
+		h.groupAdminRoutes(r) // group_admin.go
 	})
 }
 
@@ -135,6 +136,9 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 		h.bodyError(w, r, badBodyError("field step is required"))
 		return
 	}
+	if h.refuseGroupedName(w, r, in.BizTag) { // group_admin.go
+		return
+	}
 	row := store.Row{BizTag: in.BizTag, MaxID: 1, Step: *in.Step, Description: in.Description}
 	if in.MaxID != "" {
 		n, err := in.MaxID.Int64()
@@ -219,6 +223,9 @@ func (h *handler) row(r *http.Request, tag string) (store.Row, error) {
 func (h *handler) adminDelete(w http.ResponseWriter, r *http.Request) {
 	tag, ok := h.adminTag(w, r)
 	if !ok {
+		return
+	}
+	if h.refuseGroupedName(w, r, tag) { // a period row: prune instead (group_admin.go)
 		return
 	}
 	if err := h.d.Store.Delete(r.Context(), tag); err != nil {

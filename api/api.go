@@ -13,7 +13,9 @@
 // One file per job: leaf.go (Leaf's ID routes), batch.go, snowflake.go
 // (decode, encode, status), state.go (buffer state and its JSON), admin.go,
 // pages.go (operator pages and the dashboard), health.go, key.go (biz_tag
-// checks), errors.go, lograte.go, and the metrics: metrics.go (shared
+// checks), errors.go, lograte.go, group.go, group_admin.go and
+// group_state.go (date-grouped tags, docs/contract.md §10),
+// snowflake_text.go, and the metrics: metrics.go (shared
 // buckets, registration), metrics_http.go, metrics_segment.go,
 // metrics_snowflake.go.
 package api
@@ -41,6 +43,10 @@ type Deps struct {
 	// Store is the leaf_alloc database behind Segment, pinged by /readyz.
 	// Nil when segment mode is off.
 	Store store.Store
+	// Groups serves date-grouped tags (group.go): the formatted and parse
+	// routes, Leaf's route on a grouped tag, /api/v1/admin/groups…; nil
+	// when segment mode is off.
+	Groups *segment.Groups
 	// Snowflake serves /api/snowflake/get/{key}, the snowflake batch route
 	// and the status page; nil when snowflake mode is off (decode and encode
 	// then use [snowflake.DefaultLayout]).
@@ -167,6 +173,7 @@ func NewHandler(d Deps) http.Handler {
 		h.adminRoutes(r)
 
 		r.Get("/api/v1/segment/{tag}", h.segmentBatch)
+		h.groupRoutes(r) // /api/v1/segment/{tag}/formatted, /parse/{formatted} (group.go)
 		r.Get("/api/v1/snowflake", h.snowflakeBatch)
 
 		r.HandleFunc("/decodeSnowflakeId", h.decodeSnowflakeID)
@@ -174,6 +181,7 @@ func NewHandler(d Deps) http.Handler {
 		r.MethodFunc(http.MethodTrace, "/decodeSnowflakeId", h.methodNotAllowed)
 		r.Get("/api/v1/snowflake/decode/{id}", h.decode)
 		r.Get("/api/v1/snowflake/encode", h.encode)
+		r.Get("/api/v1/snowflake/text/{v}", h.snowflakeText) // snowflake_text.go
 		r.Get("/api/v1/snowflake/status", h.snowflakeStatus)
 
 		// Load balancers probe with HEAD: the same status, no body

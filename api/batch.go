@@ -83,6 +83,9 @@ func (h *handler) segmentBatch(w http.ResponseWriter, r *http.Request) {
 		h.disabled(w, r, "segment", "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn")
 		return
 	}
+	if h.groupBatchGuard(w, r, tag) { // group.go
+		return
+	}
 	ids := make([]string, 0, n)
 	var buf [20]byte
 	for range n {

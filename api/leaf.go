@@ -33,6 +33,9 @@ func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
 		h.disabled(w, r, "segment", "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn")
 		return
 	}
+	if h.groupLeafGet(w, r, key) { // grouped tag or period row (group.go)
+		return
+	}
 	id, err := h.d.Segment.Get(r.Context(), key)
 	if err != nil {
 		h.leafError(w, r, segment.Code(err), err)

@@ -37,6 +37,9 @@ func (c *storeRetryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.ret
 // Collect sends one snapshot of the store's RetryCounts.
 func (c *storeRetryCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := c.rc.RetryCounts()
+	if counts == nil { // a wrapper over a store that keeps none, or not open yet
+		return
+	}
 	for _, cause := range store.RetryCauses() {
 		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(counts[cause]), cause)
 	}

@@ -42,6 +42,10 @@ var routes = []struct {
 
 	// JSON API (batch.go, snowflake.go, state.go).
 	{"GET", "/api/v1/segment/{tag}", "", "segment batch, ?count="},
+	{"GET", "/api/v1/snowflake/text/{v}", "", "ID to fixed-width text form and back (snowflake_text.go)"},
+	{"GET", "/api/v1/groups", "", "grouped tags' state for the dashboard (group_state.go)"},
+	{"GET", "/api/v1/segment/{tag}/formatted", "", "formatted IDs of a grouped tag, ?count= (group.go)"},
+	{"GET", "/api/v1/segment/{tag}/parse/{formatted}", "", "period and sequence of a formatted ID (group.go)"},
 	{"GET", "/api/v1/segment/buffers", "", "every segment buffer with rate and runway"},
 	{"GET", "/api/v1/snowflake", "", "snowflake batch, ?count="},
 	{"GET", "/api/v1/snowflake/decode/{id}", "", "an ID's parts"},

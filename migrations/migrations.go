@@ -10,6 +10,8 @@
 // Version 2 adds leaf_worker_lease, the table of the `sql` snowflake worker ID
 // source (store.LeaseStore, snowflake/sqllease): one row per worker ID with
 // its owner, generation (fencing token), expiry and time high-water mark.
+// Version 3 adds leaf_group, the declarations of date-grouped tags
+// (store.GroupStore, segment.Groups; docs/contract.md §10).
 //
 // Down migrations are deliberately no-ops: leaf_alloc holds the high-water
 // mark of every ID sequence, and losing it would make the service hand out IDs

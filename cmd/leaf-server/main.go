@@ -109,7 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, gen.Close()) }()
+		defer func() { err = errors.Join(err, closeGroups(deps.Groups), gen.Close()) }()
 	}
 
 	if cfg.SnowflakeEnabled {

@@ -58,6 +58,20 @@ func startSegment(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 	// The routes' store answers within --wait-timeout, like the ID routes
 	// (issue 16 item 7); the generator's loads have their own timeout.
 	deps.Segment, deps.Store, deps.LoadMetrics = gen, boundStore{Store: st, timeout: cfg.WaitTimeout}, loads
+	if gst, ok := st.(segment.GroupStore); ok {
+		// Date-grouped tags (issue 14): declarations in leaf_group, the
+		// latest period issued per tag in the data dir.
+		groups, err := segment.NewGroups(ctx, gen, gst, segment.GroupConfig{
+			PeriodsPath: filepath.Join(cfg.DataDir, "group-periods.json"),
+			Clock:       testClock(segment.SystemClock{}), // offset from a file in leaftest builds only
+			Logger:      log,
+		})
+		if err != nil {
+			_ = gen.Close() // always nil; the start error is the one to report
+			return nil, fmt.Errorf("start grouped tags: %w", err)
+		}
+		deps.Groups = groups
+	}
 	log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()), "high_water_marks", marks.Path())
 	return gen, nil
 }
@@ -81,4 +95,12 @@ func seedDemo(ctx context.Context, st store.Store, log *slog.Logger) error {
 	}
 	log.Info("leaf_alloc was empty: inserted the demo tag", "biz_tag", demoTag.BizTag, "step", demoTag.Step)
 	return nil
+}
+
+// closeGroups stops the grouped tags' loop (nil: none started).
+func closeGroups(g *segment.Groups) error {
+	if g == nil {
+		return nil
+	}
+	return g.Close()
 }

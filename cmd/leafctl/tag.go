@@ -38,6 +38,8 @@ their next refresh (60 s by default), or at once on a request for a new tag.`,
 		newTagUpdateCmd(e, g),
 		newTagDeleteCmd(e, g),
 		newTagFenceCmd(e, g),
+		newTagPeriodsCmd(e, g), // tag_group.go
+		newTagPruneCmd(e, g),
 	)
 	return cmd
 }
@@ -83,14 +85,18 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 		step, maxID int64
 		desc        string
 		guard       markGuard
+		gf          groupFlags // tag_group.go
 	)
 	cmd := &cobra.Command{
-		Use:   "create <tag> --step N [--max-id N] [--description S] [--marks FILE]…",
-		Short: "Create a tag; its first ID is --max-id",
+		Use:   "create <tag> --step N [--max-id N] [--description S] [--marks FILE]… [--group day --time-zone Z --format T]",
+		Short: "Create a tag; its first ID is --max-id (or a date-grouped tag with --group)",
 		Args:  exactArgs(1, "one tag"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := required(cmd, "step"); err != nil {
 				return err
+			}
+			if gf.group != "" {
+				return createGroup(cmd, e, g, args[0], step, desc, gf)
 			}
 			r := store.Row{BizTag: args[0], MaxID: maxID, Step: step, Description: desc}
 			if maxID < 1 {
@@ -103,6 +109,9 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 				return err
 			}
 			return withStore(cmd, g, func(ctx context.Context, st store.Store) error {
+				if err := checkPlainName(ctx, st, r.BizTag); err != nil {
+					return err
+				}
 				if err := st.Create(ctx, r); err != nil {
 					if errors.Is(err, store.ErrTagExists) {
 						return fmt.Errorf("%w (change it with leafctl tag update, or fence it with leafctl tag fence)", err)
@@ -119,6 +128,7 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 	f.Int64Var(&maxID, "max-id", 1, "the first ID the tag will hand out (max_id of the new row), at least 1")
 	f.StringVar(&desc, "description", "", fmt.Sprintf("free text, at most %d characters", store.MaxDescriptionLen))
 	guard.addFlags(cmd)
+	gf.add(cmd)
 	return cmd
 }
 
@@ -174,9 +184,10 @@ func newTagUpdateCmd(e env, g *globals) *cobra.Command {
 	var (
 		step int64
 		desc string
+		gf   groupFlags // tag_group.go
 	)
 	cmd := &cobra.Command{
-		Use:   "update <tag> [--step N] [--description S]",
+		Use:   "update <tag> [--step N] [--description S] [--time-zone Z --retention N]",
 		Short: "Change a tag's step or description (never its max_id; see fence)",
 		Long: `Change a tag's step or description. max_id is never changed: use
 leafctl tag fence to move it forward. Servers use a new step from their next
@@ -184,6 +195,9 @@ allocation of the tag.`,
 		Args: exactArgs(1, "one tag"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tag := args[0]
+			if handled, err := updateGroup(cmd, e, g, tag, step, desc, gf); handled {
+				return err
+			}
 			stepSet, descSet := cmd.Flags().Changed("step"), cmd.Flags().Changed("description")
 			if !stepSet && !descSet {
 				return usagef("tag update %s: nothing to change (give --step and/or --description)", show(tag))
@@ -233,6 +247,7 @@ allocation of the tag.`,
 	f := cmd.Flags()
 	f.Int64Var(&step, "step", 0, fmt.Sprintf("new step, 1..%d", store.MaxStep))
 	f.StringVar(&desc, "description", "", `new description ("" clears it)`)
+	gf.add(cmd)
 	return cmd
 }
 
@@ -252,6 +267,9 @@ refuses without --yes.`,
 				r, err := findRow(ctx, st, tag)
 				if err != nil {
 					return err
+				}
+				if err := checkPlainName(ctx, st, tag); err != nil { // tag_group.go
+					return fmt.Errorf("%w: delete old periods with leafctl tag prune", err)
 				}
 				if !yes {
 					if !e.interactive {

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Update", testUpdate},
 		{"Fence", testFence},
 		{"CancelledContext", testCancelled},
+		{"Groups", testGroups},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,504 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/leaf-go/leaf/bizno"
+	"github.com/leaf-go/leaf/store"
+)
+
+// Errors of date-grouped tags ([Groups]); check with errors.Is.
+var (
+	// ErrNotGrouped is returned by [Groups.Next] and friends for a tag
+	// that has no leaf_group declaration.
+	ErrNotGrouped = errors.New("segment: biz tag is not grouped")
+	// ErrPruned is returned by [Groups.Next] when the period to serve is
+	// older than the tag's pruned_before (the server's clock is behind a
+	// prune): its row was deleted and is never created again.
+	ErrPruned = errors.New("segment: period was pruned")
+	// ErrGroupDecl is returned by [Groups.Declare] and [Groups.Update] for
+	// a declaration that is not valid or not allowed (the message says
+	// which rule).
+	ErrGroupDecl = errors.New("segment: invalid group declaration")
+	// ErrGroupRow is returned by [Groups.CheckPlainTag] for a plain tag
+	// named like a period row of a grouped tag ("<tag>:<digits>").
+	ErrGroupRow = errors.New("segment: biz tag collides with a grouped tag's period rows")
+	// ErrNotNumeric is returned by [Groups.NextInt] for a template whose
+	// IDs are not plain decimal numbers that fit int64: use the formatted
+	// route.
+	ErrNotNumeric = errors.New("segment: grouped tag's IDs are not numbers; use GET /api/v1/segment/{tag}/formatted")
+)
+
+// GroupStore is what [Groups] needs from the database: leaf_group, and
+// leaf_alloc rows for the periods. Every store (postgres, mysql, sqlite) is
+// one.
+type GroupStore interface {
+	store.GroupStore
+	// Create inserts a period row; [store.ErrTagExists] means another
+	// server (or an earlier call) created it, which is fine.
+	Create(ctx context.Context, r store.Row) error
+	// Rows lists leaf_alloc, for the periods of a tag.
+	Rows(ctx context.Context) ([]store.Row, error)
+	// Delete removes a pruned period row.
+	Delete(ctx context.Context, tag string) error
+}
+
+// Defaults of [GroupConfig].
+const (
+	// DefaultPrepareAhead is [GroupConfig.PrepareAhead]'s default: 5 min.
+	DefaultPrepareAhead = 5 * time.Minute
+	// DefaultGroupTick is [GroupConfig.Tick]'s default: 10 s.
+	DefaultGroupTick = 10 * time.Second
+)
+
+// GroupConfig tunes [Groups]. The zero value means the defaults.
+type GroupConfig struct {
+	// PeriodsPath is the file of the per-tag time high-water marks (the
+	// latest period this server issued an ID of), in the data directory;
+	// "" keeps them in memory only (a restart forgets them).
+	PeriodsPath string
+	// PrepareAhead: the next period's row is created this long before the
+	// boundary, so that the first request of a period pays no insert.
+	// Default 5 min.
+	PrepareAhead time.Duration
+	// Tick is the period of the background loop that prepares rows, and
+	// every RefreshInterval (the generator's) re-reads leaf_group and
+	// prunes by retention. Default 10 s.
+	Tick time.Duration
+	// Clock is the source of time of period boundaries: one reading per
+	// request. Default the generator's Clock.
+	Clock Clock
+	// Logger; default the generator's.
+	Logger *slog.Logger
+}
+
+// Groups serves date-grouped tags on top of a [Generator]
+// (docs/contract.md §10): a tag declared in leaf_group draws its sequence
+// from one ordinary leaf_alloc row per period, "<tag>:<key>" (key yyyyMMdd,
+// yyyyMM or yyyy of the period's local date in the tag's time zone), and
+// formats each ID with the tag's [bizno.Template].
+//
+// Each request reads the clock once; all its IDs come from one period. A
+// server never issues an ID of period P after one of P+1: the latest period
+// it issued is its time high-water mark per tag, persisted in
+// [GroupConfig.PeriodsPath] before the first ID of a new period is handed
+// out, and a clock that reads an earlier period (stepped back, or after a
+// restart) keeps serving the mark's period. Servers whose clocks differ
+// near a boundary each stay unique (a period's row is shared); ordering
+// across servers near a boundary is not promised.
+//
+// All methods are safe for concurrent use. Close stops the background loop.
+type Groups struct {
+	gen *Generator
+	st  GroupStore
+	cfg GroupConfig
+	log *slog.Logger
+
+	// decls maps tag to its declaration; copy-on-write, written under
+	// reloadMu.
+	decls    atomic.Pointer[map[string]*grouped]
+	reloadMu sync.Mutex
+
+	hw *periodMarks
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// grouped is one declared tag with its parsed template and current period.
+type grouped struct {
+	decl  store.Group
+	group bizno.Group
+	loc   *time.Location
+	tpl   *bizno.Template
+	// cur is the period requests take from; nil until the first one.
+	cur atomic.Pointer[period]
+	// switching is held (a token in the channel) by the one request that
+	// switches cur to a new period, and by Prepare; others wait for it or
+	// for their context. Buffer 1: a lock that a context can give up on.
+	switching chan struct{}
+	mu        sync.Mutex // guards prepared
+	// prepared maps a period key to when this server made sure its row
+	// exists (ahead of time or on demand).
+	prepared map[string]time.Time
+}
+
+// period is one period of a grouped tag, with the handle on its row.
+type period struct {
+	key        string
+	start, end time.Time // [start, end) in the tag's zone
+	h          *Tag
+	// last is the highest sequence this server handed out in the period
+	// (for stats; approximate under concurrency).
+	last atomic.Int64
+}
+
+// NewGroups returns the grouped tags of gen, read from st (leaf_group), and
+// starts the loop that prepares next periods' rows. It reads the period
+// high-water file first: an unreadable file is an error (a damaged file
+// must stop the start rather than let a period be reopened). A failed first
+// read of leaf_group is logged; the loop retries. Call Close when done,
+// before closing gen.
+func NewGroups(ctx context.Context, gen *Generator, st GroupStore, cfg GroupConfig) (*Groups, error) {
+	if gen == nil || st == nil {
+		return nil, errors.New("segment: NewGroups needs a generator and a store")
+	}
+	if cfg.PrepareAhead < 0 || cfg.Tick < 0 {
+		return nil, fmt.Errorf("segment: GroupConfig PrepareAhead %v and Tick %v must be >= 0", cfg.PrepareAhead, cfg.Tick)
+	}
+	if cfg.PrepareAhead == 0 {
+		cfg.PrepareAhead = DefaultPrepareAhead
+	}
+	if cfg.Tick == 0 {
+		cfg.Tick = DefaultGroupTick
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = gen.clock
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = gen.log
+	}
+	hw, err := loadPeriodMarks(cfg.PeriodsPath)
+	if err != nil {
+		return nil, err
+	}
+	gs := &Groups{gen: gen, st: st, cfg: cfg, log: cfg.Logger, hw: hw, done: make(chan struct{})}
+	empty := map[string]*grouped{}
+	gs.decls.Store(&empty)
+	if err := gs.Reload(ctx); err != nil {
+		gs.log.Warn("segment: first read of leaf_group failed; retrying in the background", "err", err)
+	}
+	var loopCtx context.Context
+	loopCtx, gs.cancel = context.WithCancel(context.Background())
+	go gs.loop(loopCtx)
+	return gs, nil
+}
+
+// Close stops the background loop and waits for it. Idempotent.
+func (gs *Groups) Close() error {
+	gs.cancel()
+	<-gs.done
+	return nil
+}
+
+// loop prepares rows every Tick and re-reads leaf_group (and prunes by
+// retention) every RefreshInterval of the generator.
+func (gs *Groups) loop(ctx context.Context) {
+	defer close(gs.done)
+	t := time.NewTicker(gs.cfg.Tick)
+	defer t.Stop()
+	// tried is when the loop last read leaf_group, so that a failing read
+	// (a database without migration 00003 and --migrate=false) is retried
+	// and logged once per RefreshInterval, not every Tick.
+	tried := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Since(tried) >= gs.gen.cfg.RefreshInterval {
+			tried = time.Now()
+			if err := gs.Reload(ctx); err != nil {
+				gs.log.Warn("segment: leaf_group refresh failed", "err", err)
+			} else {
+				gs.PruneRetention(ctx)
+			}
+		}
+		gs.Prepare(ctx)
+	}
+}
+
+// Reload re-reads leaf_group now. A declaration that did not change keeps
+// its current period; a changed one (time zone, step) starts from the
+// high-water mark again. Errors: the store's; the declarations are then
+// left as they were. A declaration that no longer parses is logged and
+// left out (its tag answers [ErrNotGrouped]).
+func (gs *Groups) Reload(ctx context.Context) error {
+	gs.reloadMu.Lock()
+	defer gs.reloadMu.Unlock()
+	list, err := gs.st.Groups(ctx)
+	if err != nil {
+		return fmt.Errorf("segment: read leaf_group: %w", err)
+	}
+	old := *gs.decls.Load()
+	m := make(map[string]*grouped, len(list))
+	for _, d := range list {
+		if g := old[d.BizTag]; g != nil && g.decl == d {
+			m[d.BizTag] = g
+			continue
+		}
+		g, err := compile(d)
+		if err != nil {
+			gs.log.Error("segment: leaf_group row not served", "biz_tag", d.BizTag, "err", err)
+			continue
+		}
+		m[d.BizTag] = g
+	}
+	gs.decls.Store(&m)
+	return nil
+}
+
+// compile checks a declaration and parses its zone and template.
+func compile(d store.Group) (*grouped, error) {
+	grp, err := bizno.ParseGroup(d.Grp)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrGroupDecl, err)
+	}
+	if d.TimeZone == "" || strings.EqualFold(d.TimeZone, "local") {
+		return nil, fmt.Errorf("%w: time zone must be an IANA name such as UTC or Asia/Shanghai, got %q", ErrGroupDecl, d.TimeZone)
+	}
+	loc, err := time.LoadLocation(d.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("%w: time zone %q: %w", ErrGroupDecl, d.TimeZone, err)
+	}
+	tpl, err := bizno.Parse(d.Format, grp)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrGroupDecl, err)
+	}
+	if n := utf8.RuneCountInString(d.BizTag); n < 1 || n > store.MaxTagLen-9 || !utf8.ValidString(d.BizTag) || strings.ContainsAny(d.BizTag, ":/") {
+		return nil, fmt.Errorf("%w: a grouped biz_tag has 1 to %d characters and no ':' or '/', got %q", ErrGroupDecl, store.MaxTagLen-9, d.BizTag)
+	}
+	if d.Step < 1 || d.Step > store.MaxStep {
+		return nil, fmt.Errorf("%w: step %d, want 1..%d", ErrGroupDecl, d.Step, store.MaxStep)
+	}
+	if d.Retention < 0 {
+		return nil, fmt.Errorf("%w: retention %d, want >= 0 periods", ErrGroupDecl, d.Retention)
+	}
+	return &grouped{decl: d, group: grp, loc: loc, tpl: tpl, prepared: map[string]time.Time{},
+		switching: make(chan struct{}, 1)}, nil
+}
+
+// RowTag is the leaf_alloc biz_tag of tag's period with key key:
+// "<tag>:<key>".
+func RowTag(tag, key string) string { return tag + ":" + key }
+
+// SplitRowTag reports whether tag is named like a period row,
+// "<base>:<key>" with key 4, 6 or 8 digits, and returns both parts.
+func SplitRowTag(tag string) (base, key string, ok bool) {
+	i := strings.LastIndexByte(tag, ':')
+	if i < 1 {
+		return "", "", false
+	}
+	key = tag[i+1:]
+	if n := len(key); n != 4 && n != 6 && n != 8 {
+		return "", "", false
+	}
+	for j := 0; j < len(key); j++ {
+		if key[j] < '0' || key[j] > '9' {
+			return "", "", false
+		}
+	}
+	return tag[:i], key, true
+}
+
+// lookup returns the declaration of tag.
+func (gs *Groups) lookup(tag string) (*grouped, error) {
+	g := (*gs.decls.Load())[tag]
+	if g == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNotGrouped, tag)
+	}
+	return g, nil
+}
+
+// Has reports whether tag is a declared grouped tag.
+func (gs *Groups) Has(tag string) bool { return (*gs.decls.Load())[tag] != nil }
+
+// IsPeriodRow reports whether tag is the row of a period of a declared
+// grouped tag ("order:20261201" while "order" is grouped): such rows are
+// served only through the grouped tag, never as a plain tag (their bare
+// sequence repeats in every period).
+func (gs *Groups) IsPeriodRow(tag string) bool {
+	base, _, ok := SplitRowTag(tag)
+	return ok && gs.Has(base)
+}
+
+// Template returns the parsed template of tag. Errors: [ErrNotGrouped].
+func (gs *Groups) Template(tag string) (*bizno.Template, error) {
+	g, err := gs.lookup(tag)
+	if err != nil {
+		return nil, err
+	}
+	return g.tpl, nil
+}
+
+// Next appends n formatted IDs of tag to dst, all of the period of one
+// clock reading (or of the tag's time high-water mark, when the clock reads
+// an earlier period). Errors: [ErrNotGrouped]; [ErrPruned]; a failure to
+// store the high-water mark or create the period's row (no ID handed out);
+// [Generator.Get]'s errors; [bizno.ErrWidth] when a sequence passes the
+// template's width (the period is full: refused, never widened or
+// wrapped). On error the IDs taken so far are skipped and dst is returned
+// as given.
+func (gs *Groups) Next(ctx context.Context, tag string, n int, dst []string) ([]string, error) {
+	g, err := gs.lookup(tag)
+	if err != nil {
+		return dst, err
+	}
+	p, err := gs.period(ctx, g, gs.cfg.Clock.Now())
+	if err != nil {
+		return dst, err
+	}
+	base := len(dst)
+	var buf [64]byte
+	var last int64
+	for range n {
+		seq, err := p.h.Get(ctx)
+		if err == nil {
+			var b []byte
+			if b, err = g.tpl.Format(buf[:0], p.start, seq); err == nil {
+				dst = append(dst, string(b))
+				last = seq
+				continue
+			}
+		}
+		return dst[:base], fmt.Errorf("%q period %s: %w", tag, p.key, err)
+	}
+	if last > p.last.Load() {
+		p.last.Store(last)
+	}
+	return dst, nil
+}
+
+// NextInt returns one ID of tag as a number, for Leaf's numeric route: the
+// formatted ID when the template is [bizno.Template.Numeric]. Errors:
+// [Next]'s, and [ErrNotNumeric] for any other template.
+func (gs *Groups) NextInt(ctx context.Context, tag string) (int64, error) {
+	g, err := gs.lookup(tag)
+	if err != nil {
+		return 0, err
+	}
+	if !g.tpl.Numeric() {
+		return 0, fmt.Errorf("%w: %q formats as %s", ErrNotNumeric, tag, g.tpl)
+	}
+	ids, err := gs.Next(ctx, tag, 1, nil)
+	if err != nil {
+		return 0, err
+	}
+	var v int64
+	for i := 0; i < len(ids[0]); i++ {
+		v = v*10 + int64(ids[0][i]-'0') // Numeric: at most 18 digits
+	}
+	return v, nil
+}
+
+// period returns the period to serve at now: the current one while now is
+// inside it or before it (a clock stepped back never reopens an earlier
+// period), else the period of now, switched to after its high-water mark
+// is durable and its row exists.
+func (gs *Groups) period(ctx context.Context, g *grouped, now time.Time) (*period, error) {
+	if p := g.cur.Load(); p != nil && now.Before(p.end) {
+		return p, nil
+	}
+	select {
+	case g.switching <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %q: waiting for the period switch: %w", ErrNoSegment, g.decl.BizTag, context.Cause(ctx))
+	}
+	defer func() { <-g.switching }()
+	cur := g.cur.Load()
+	if cur != nil && now.Before(cur.end) {
+		return cur, nil
+	}
+	start := g.group.Start(now, g.loc)
+	key := g.group.Key(start)
+	tag := g.decl.BizTag
+	if mark := gs.hw.get(tag); mark > key {
+		// The clock reads a period before the latest one issued (stepped
+		// back, or a restart with a slow clock): keep serving the latest.
+		s, err := g.group.ParseKey(mark, g.loc)
+		if err != nil {
+			return nil, fmt.Errorf("segment: period high-water mark of %q: %w", tag, err)
+		}
+		start, key = s, mark
+	}
+	if key < g.decl.PrunedBefore {
+		return nil, fmt.Errorf("%w: %q period %s is before pruned_before %s (is this server's clock behind?)",
+			ErrPruned, tag, key, g.decl.PrunedBefore)
+	}
+	if err := gs.hw.raise(tag, key); err != nil {
+		return nil, fmt.Errorf("segment: store period high-water mark of %q: %w", tag, err)
+	}
+	h, err := gs.ensure(ctx, g, key)
+	if err != nil {
+		return nil, err
+	}
+	p := &period{key: key, start: start, end: g.group.Next(start), h: h}
+	g.cur.Store(p)
+	g.mu.Lock()
+	for k := range g.prepared {
+		if k < key {
+			delete(g.prepared, k) // keeps the map at the current and next period
+		}
+	}
+	g.mu.Unlock()
+	return p, nil
+}
+
+// ensure makes sure the row of tag's period key exists and is known to the
+// generator, and returns a handle on it, each database call bounded by
+// the generator's LoadTimeout. g.switching must be held.
+func (gs *Groups) ensure(ctx context.Context, g *grouped, key string) (*Tag, error) {
+	ctx, cancel := context.WithTimeout(ctx, gs.gen.cfg.LoadTimeout)
+	defer cancel()
+	row := RowTag(g.decl.BizTag, key)
+	g.mu.Lock()
+	_, done := g.prepared[key]
+	g.mu.Unlock()
+	if !done {
+		err := gs.st.Create(ctx, store.Row{BizTag: row, MaxID: 1, Step: g.decl.Step,
+			Description: "period " + key + " of grouped tag " + g.decl.BizTag})
+		if err != nil && !errors.Is(err, store.ErrTagExists) {
+			return nil, fmt.Errorf("segment: create period row %q: %w", row, err)
+		}
+		g.mu.Lock()
+		g.prepared[key] = gs.cfg.Clock.Now()
+		g.mu.Unlock()
+	}
+	if (*gs.gen.cache.Load())[row] == nil {
+		// Make the row known without a (rate-limited) miss lookup.
+		if err := gs.gen.Refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return gs.gen.Tag(ctx, row)
+}
+
+// Prepare creates, for every grouped tag whose next period starts within
+// PrepareAhead of now, that period's row (the background loop calls it
+// every Tick). Failures are logged; the first request of the period then
+// creates the row itself.
+func (gs *Groups) Prepare(ctx context.Context) {
+	now := gs.cfg.Clock.Now()
+	for _, g := range *gs.decls.Load() {
+		next := g.group.Next(g.group.Start(now, g.loc))
+		if next.Sub(now) > gs.cfg.PrepareAhead {
+			continue
+		}
+		key := g.group.Key(next)
+		g.mu.Lock()
+		_, done := g.prepared[key]
+		g.mu.Unlock()
+		var err error
+		if !done {
+			select {
+			case g.switching <- struct{}{}:
+				_, err = gs.ensure(ctx, g, key)
+				<-g.switching
+			case <-ctx.Done():
+				return
+			}
+		}
+		if err != nil {
+			gs.log.Warn("segment: next period's row not prepared", "biz_tag", g.decl.BizTag, "period", key, "err", err)
+		}
+	}
+}
