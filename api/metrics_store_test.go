@@ -77,7 +77,7 @@ func TestStoreRetryMetricPostgres(t *testing.T) {
 	}
 	// %20, not the + of url.Values.Encode: pgx reads + literally.
 	u.RawQuery += "&default_transaction_isolation=repeatable%20read"
-	s := newOpsServer(t, u.String(), segment.Config{}, store.Row{BizTag: "t", MaxID: 1, Step: 10})
+	s := newOpsServer(t, u.String(), segment.Config{WaitTimeout: 30 * time.Second}, store.Row{BizTag: "t", MaxID: 1, Step: 10})
 	if v, ok := retriesOf(t, s.get(t, "/metrics").body, store.RetryWriteConflict); !ok || v != 0 {
 		t.Fatalf("leaf_store_retries_total{cause=%q} before any conflict = %v (found %v), want 0", store.RetryWriteConflict, v, ok)
 	}
@@ -126,7 +126,7 @@ func TestStoreRetryMetricPostgres(t *testing.T) {
 func TestStoreRetryMetricMySQL(t *testing.T) {
 	ctx := context.Background()
 	dsn := dbtest.MySQL(t)
-	s := newOpsServer(t, dsn+"?innodb_lock_wait_timeout=1", segment.Config{}, store.Row{BizTag: "t", MaxID: 1, Step: 10})
+	s := newOpsServer(t, dsn+"?innodb_lock_wait_timeout=1", segment.Config{WaitTimeout: 30 * time.Second}, store.Row{BizTag: "t", MaxID: 1, Step: 10})
 	db, err := sql.Open("mysql", strings.TrimPrefix(dsn, "mysql://"))
 	if err != nil {
 		t.Fatal(err)
