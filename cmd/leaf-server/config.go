@@ -40,6 +40,17 @@ type Config struct {
 	// with the same static worker ID issue duplicate IDs: keeping it unique
 	// (e.g. a StatefulSet ordinal) is the operator's job.
 	WorkerID int64
+	// WorkerIDMin and WorkerIDMax bound the worker IDs a lease source (sql,
+	// etcd) claims, inclusive, so that clusters sharing a layout but not a
+	// coordinator get disjoint IDs. Defaults 0 and -1 (-1: the layout's
+	// largest). A range outside the layout is refused at start.
+	WorkerIDMin int64
+	WorkerIDMax int64
+	// MaxPeerClockSkew is the largest offset of this host's clock from the
+	// mean of the live peers' reported clocks at start (zookeeper, etcd, sql
+	// sources); more refuses the start, naming the peers. Default 10 s
+	// (Twitter snowflake's rule); 0 turns the check off.
+	MaxPeerClockSkew time.Duration
 	// EpochMillis is the snowflake epoch, Unix ms; default 1288834974657
 	// (Twitter's and Leaf's). It must lie in the past.
 	EpochMillis int64
@@ -94,6 +105,9 @@ func DefaultConfig() Config {
 		SegmentEnabled:   true,
 		SnowflakeEnabled: true,
 		WorkerIDSource:   "static",
+		WorkerIDMin:      0,
+		WorkerIDMax:      -1,
+		MaxPeerClockSkew: 10 * time.Second,
 		LeafName:         "com.sankuai.leaf.opensource.test",
 		EpochMillis:      snowflake.DefaultEpochMillis,
 		TimeBits:         41,
@@ -160,6 +174,9 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.AdvertiseIP, "advertise-ip", cfg.AdvertiseIP, "IP registered in ZooKeeper (default: first non-loopback IPv4)")
 	fs.StringVar(&cfg.SnowflakePort, "snowflake-port", cfg.SnowflakePort, "port label registered in ZooKeeper (default: the --listen port)")
 	fs.Int64Var(&cfg.WorkerID, "worker-id", cfg.WorkerID, "static snowflake worker ID 0..1023 (unique per live server: your responsibility)")
+	fs.Int64Var(&cfg.WorkerIDMin, "worker-id-min", cfg.WorkerIDMin, "lowest worker ID the sql and etcd sources claim")
+	fs.Int64Var(&cfg.WorkerIDMax, "worker-id-max", cfg.WorkerIDMax, "highest worker ID the sql and etcd sources claim (-1: the layout's largest)")
+	fs.DurationVar(&cfg.MaxPeerClockSkew, "max-peer-clock-skew", cfg.MaxPeerClockSkew, "refuse to start when this host's clock is off the live peers' mean by more (0: off)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer token for /api/v1/admin (admin API off when empty)")
 	fs.StringVar(&cfg.PprofListen, "pprof-listen", cfg.PprofListen, "serve net/http/pprof on this host:port (off when empty; keep it private)")
 	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", cfg.WaitTimeout, "longest wait for a segment load before answering -3")
@@ -277,6 +294,9 @@ func (c Config) validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
+	if c.MaxPeerClockSkew < 0 {
+		errs = append(errs, errors.New("--max-peer-clock-skew must not be negative (0 turns the check off)"))
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
@@ -306,6 +326,9 @@ func (c Config) validate() error {
 			}
 		case "sql":
 			// The lease table lives in the --segment-dsn store.
+			if _, _, err := c.workerRange(); err != nil {
+				errs = append(errs, err)
+			}
 		default:
 			errs = append(errs, fmt.Errorf("--worker-id-source %q: want static, zookeeper or sql", c.WorkerIDSource))
 		}

@@ -85,7 +85,14 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		if h, err := os.Hostname(); err == nil {
 			owner = h + "/" + cfg.Listen
 		}
-		lease, err := sqllease.Start(ctx, ls, sqllease.Options{Owner: owner, Layout: layout, Logger: log, Clock: clock})
+		lo, hi, err := cfg.workerRange()
+		if err != nil {
+			return nil, err
+		}
+		lease, err := sqllease.Start(ctx, ls, sqllease.Options{
+			Owner: owner, Layout: layout, Logger: log, Clock: clock,
+			Workers: &sqllease.Range{Min: lo, Max: hi}, MaxPeerClockSkew: cfg.MaxPeerClockSkew,
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -106,6 +113,26 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			"worker_id", cfg.WorkerID, "highwater_file", src.Path())
 		return src, nil
 	}
+}
+
+// workerRange returns the worker IDs a lease source claims: --worker-id-min
+// to --worker-id-max, -1 as the max meaning the layout's largest. A range
+// that is empty or leaves the layout is an error naming the flags.
+func (c Config) workerRange() (lo, hi int64, err error) {
+	l := c.Layout()
+	if l.WorkerBits < 0 || l.WorkerBits > 62 {
+		return 0, 0, nil // the layout's own error is reported
+	}
+	top := l.MaxWorker()
+	lo, hi = c.WorkerIDMin, c.WorkerIDMax
+	if hi == -1 {
+		hi = top
+	}
+	if lo < 0 || hi < lo || hi > top {
+		return 0, 0, fmt.Errorf("--worker-id-min %d / --worker-id-max %d: want 0 <= min <= max <= %d (%d worker bits; -1 as max means %d)",
+			c.WorkerIDMin, c.WorkerIDMax, top, l.WorkerBits, top)
+	}
+	return lo, hi, nil
 }
 
 // closeSource releases the worker ID of src (a SQL lease's row), waiting at
