@@ -34,7 +34,10 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 	if err != nil {
 		return nil, nil, err
 	}
-	gen, err := snowflake.New(ctx, snowflake.Settings{Layout: layout, ZeroStart: !cfg.RandomStart, Clock: clock, Source: src})
+	// HighWaterTimeout: no snowflake request waits on the mark's store (a lease database
+	// round trip for sql) longer than --wait-timeout.
+	gen, err := snowflake.New(ctx, snowflake.Settings{Layout: layout, ZeroStart: !cfg.RandomStart, Clock: clock, Source: src,
+		HighWaterTimeout: cfg.WaitTimeout})
 	if err != nil {
 		_ = closeSource(src)
 		return nil, nil, err
