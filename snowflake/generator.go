@@ -78,10 +78,11 @@ type Settings struct {
 	// wait for a store; 0 means HighWaterWindow/3, a negative value turns it off (every store
 	// then runs when a request needs it). Must be below HighWaterWindow.
 	HighWaterAhead time.Duration
-	// HighWaterTimeout bounds every store of the mark (its context's deadline) and how long a
-	// Next call waits for one: past it Next fails with ErrHighWater, even when the store
-	// ignores its context (a database that stopped answering without closing the
-	// connection). 0 means DefaultHighWaterTimeout; leaf-server passes --wait-timeout.
+	// HighWaterTimeout bounds how long a Next call waits for a store of the mark: past it
+	// Next fails with ErrHighWater, even when the store ignores its context (a database
+	// that stopped answering without closing the connection). The store itself goes on,
+	// for later requests, until max(HighWaterTimeout, HighWaterWindow) (its context's
+	// deadline). 0 means DefaultHighWaterTimeout; leaf-server passes --wait-timeout.
 	HighWaterTimeout time.Duration
 	// Lease, when set, stops Next from issuing IDs once Lease.Expiry() has passed.
 	Lease Lease
@@ -342,7 +343,8 @@ type markFlight struct {
 }
 
 // storeMarkLocked returns the mark store in progress, or starts one of ms + HighWaterWindow in
-// a goroutine of its own, bounded by HighWaterTimeout. Called with mu held. The store belongs
+// a goroutine of its own, bounded by the larger of HighWaterWindow (a store that takes longer
+// would store a mark the clock has already passed) and HighWaterTimeout. Called with mu held. The store belongs
 // to no request: requests wait for it (awaitMark) only as long as they may, and a store that
 // outlives them (one that ignores its context) delays the next store, never a request.
 func (g *Generator) storeMarkLocked(ms int64) *markFlight {
@@ -352,7 +354,9 @@ func (g *Generator) storeMarkLocked(ms int64) *markFlight {
 	f := &markFlight{mark: ms + g.window, done: make(chan struct{})}
 	g.flight = f
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), g.storeTimeout)
+		// A store may take up to the window: the mark it stores covers that long. Requests
+		// wait for it at most storeTimeout each.
+		ctx, cancel := context.WithTimeout(context.Background(), max(g.storeTimeout, millis(g.window)))
 		err := g.hw.Store(ctx, time.UnixMilli(f.mark))
 		cancel()
 		if err != nil {
