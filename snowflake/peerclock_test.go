@@ -20,11 +20,11 @@ func TestCheckPeerClock(t *testing.T) {
 	}{
 		{"no peers", nil, 10 * time.Second, false},
 		{"turned off", []Peer{peer("a", time.Hour)}, 0, false},
-		{"2s ahead", []Peer{peer("a", 2 * time.Second)}, 10 * time.Second, false},
-		{"30s ahead", []Peer{peer("a", 30 * time.Second)}, 10 * time.Second, true},
-		{"30s behind", []Peer{peer("a", -30 * time.Second)}, 10 * time.Second, true},
-		{"mean inside", []Peer{peer("a", 15 * time.Second), peer("b", -10 * time.Second)}, 10 * time.Second, false},
-		{"exactly max", []Peer{peer("a", 10 * time.Second)}, 10 * time.Second, false},
+		{"2s ahead", []Peer{peer("a", 2*time.Second)}, 10 * time.Second, false},
+		{"30s ahead", []Peer{peer("a", 30*time.Second)}, 10 * time.Second, true},
+		{"30s behind", []Peer{peer("a", -30*time.Second)}, 10 * time.Second, true},
+		{"mean inside", []Peer{peer("a", 15*time.Second), peer("b", -10*time.Second)}, 10 * time.Second, false},
+		{"exactly max", []Peer{peer("a", 10*time.Second)}, 10 * time.Second, false},
 		{"read late", []Peer{{Name: "a", Reported: now, ReadAt: now.Add(3 * time.Second)}}, 10 * time.Second, false},
 	}
 	for _, c := range cases {
