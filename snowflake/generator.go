@@ -377,6 +377,37 @@ func (g *Generator) storeMarkLocked(ms int64) *markFlight {
 	return f
 }
 
+// KeepAhead stores the high-water mark in the background whenever the clock comes within
+// HighWaterAhead of it, also while no IDs are asked for, until ctx is done: so the first
+// request after a quiet spell (or the first after New) does not wait for a store either. It
+// looks every HighWaterAhead/2 and stores nothing while the clock is behind the floor or the
+// lease has expired. It returns at once without HighWater or with HighWaterAhead turned off.
+// leaf-server runs it for the generator's life, until shutdown begins.
+func (g *Generator) KeepAhead(ctx context.Context) {
+	if g.hw == nil || g.ahead <= 0 {
+		return
+	}
+	tick := time.NewTicker(max(millis(g.ahead)/2, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := g.clock.Now()
+		ms := now.UnixMilli()
+		if g.lease != nil && expired(now, g.lease.Expiry()) {
+			continue
+		}
+		g.mu.Lock()
+		if g.flight == nil && ms >= g.floorMillis && (g.markMillis == math.MinInt64 || g.markMillis-ms <= g.ahead) {
+			g.storeMarkLocked(ms)
+		}
+		g.mu.Unlock()
+	}
+}
+
 // awaitMark waits for f until deadline or ctx ends, and returns its error, ErrHighWater when
 // the deadline passed first, or ErrInterrupted.
 func (g *Generator) awaitMark(ctx context.Context, f *markFlight, deadline time.Time) error {

@@ -275,3 +275,39 @@ func TestHighWaterStoreHangs(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestKeepAhead: with no request at all, KeepAhead stores the first mark and then the next
+// one once the clock is within HighWaterAhead of it; a request then finds the mark ahead and
+// stores nothing itself.
+func TestKeepAhead(t *testing.T) {
+	clock := clocktest.New(start)
+	hw := &recordingHighWater{}
+	g := newGenerator(t, snowflake.Settings{Clock: clock, HighWater: hw, HighWaterWindow: 90 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.KeepAhead(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitStores := func(n int64) snowflake.Stats {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if st := g.Stats(); st.HighWaterStores >= n {
+				return st
+			}
+		}
+		t.Fatalf("KeepAhead made %d stores within 10 s, want %d", g.Stats().HighWaterStores, n)
+		return snowflake.Stats{}
+	}
+	if st := waitStores(1); !st.HighWater.Equal(start.Add(90 * time.Millisecond)) {
+		t.Errorf("first mark %v, want start + 90ms", st.HighWater)
+	}
+	clock.Set(start.Add(60 * time.Millisecond)) // within the 30 ms ahead zone
+	if st := waitStores(2); !st.HighWater.Equal(start.Add(150 * time.Millisecond)) {
+		t.Errorf("second mark %v, want start + 60ms + 90ms", st.HighWater)
+	}
+	mustNext(t, g)
+	if st := g.Stats(); st.HighWaterStores != 2 || !hw.last().Equal(start.Add(150*time.Millisecond)) {
+		t.Errorf("Stats() after a request = %+v, want the 2 stores KeepAhead made and none by the request", st)
+	}
+	cancel()
+	<-done
+}

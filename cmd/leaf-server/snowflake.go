@@ -48,6 +48,9 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 			return nil, nil, err
 		}
 	}
+	// The mark is kept ahead of the clock in the background until shutdown begins (ctx is
+	// the signal context), so that requests rarely wait for a store, even after a quiet spell.
+	go gen.KeepAhead(ctx)
 	l := gen.Layout()
 	log.Info("snowflake mode on", "source", src.Name(), "worker_id", gen.WorkerID(),
 		"epoch_ms", l.EpochMillis(), "layout_end", l.End().Format("2006-01-02"))
