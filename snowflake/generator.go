@@ -23,6 +23,9 @@ const (
 	// millisecond, as Leaf's SnowflakeIDGenImpl (RANDOM.nextInt(100)); capped at half the
 	// sequence range for layouts with fewer than 8 sequence bits.
 	RandomStartBound = 100
+	// DefaultHighWaterTimeout is Settings.HighWaterTimeout's default: 1 s, leaf-server's
+	// --wait-timeout default.
+	DefaultHighWaterTimeout = time.Second
 )
 
 // maxStall bounds how long one Next call waits for the next millisecond while the clock does
@@ -70,6 +73,17 @@ type Settings struct {
 	// HighWaterWindow is how far ahead of the clock each stored mark lies, 1 ms..1 h; 0 means
 	// DefaultHighWaterWindow. Larger windows store less often but make a restart wait longer.
 	HighWaterWindow time.Duration
+	// HighWaterAhead is how long before the clock reaches the stored mark Next starts storing
+	// the next one in the background (mark = now + HighWaterWindow), so that requests rarely
+	// wait for a store; 0 means HighWaterWindow/3, a negative value turns it off (every store
+	// then runs when a request needs it). Must be below HighWaterWindow.
+	HighWaterAhead time.Duration
+	// HighWaterTimeout bounds how long a Next call waits for a store of the mark: past it
+	// Next fails with ErrHighWater, even when the store ignores its context (a database
+	// that stopped answering without closing the connection). The store itself goes on,
+	// for later requests, until max(HighWaterTimeout, HighWaterWindow) (its context's
+	// deadline). 0 means DefaultHighWaterTimeout; leaf-server passes --wait-timeout.
+	HighWaterTimeout time.Duration
 	// Lease, when set, stops Next from issuing IDs once Lease.Expiry() has passed.
 	Lease Lease
 	// Source, when set, supplies the worker ID, the high-water mark and the lease: New takes
@@ -94,14 +108,13 @@ type Generator struct {
 	maxBackwardWait time.Duration
 	hw              HighWater
 	window          int64 // HighWaterWindow in ms
+	ahead           int64 // HighWaterAhead in ms; 0 is off
+	storeTimeout    time.Duration
 	lease           Lease
 	src             Source            // Settings.Source; nil without (Ready)
 	hwWatch         *watchedHighWater // hw, remembering the last Store's outcome (Ready); nil without hw
 
-	// persistMu serialises HighWater.Store calls. It is taken without mu held.
-	persistMu sync.Mutex
-
-	mu sync.Mutex // guards lastMillis, seq, floorMillis, markMillis, issued, sealed
+	mu sync.Mutex // guards lastMillis, seq, floorMillis, markMillis, issued, sealed, flight
 	// lastMillis is the Unix ms of the last issued ID (math.MinInt64 before the first).
 	lastMillis int64
 	// seq is the sequence number of the last issued ID.
@@ -114,6 +127,9 @@ type Generator struct {
 	issued int64
 	// sealed is set by Seal: Next issues nothing more.
 	sealed bool
+	// flight is the mark store in progress, nil when none: at most one runs at a time, so
+	// HighWater.Store sees one caller at a time and increasing marks.
+	flight *markFlight
 
 	backEvents   atomic.Int64
 	backWait     atomic.Int64 // ns
@@ -158,6 +174,18 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 	if s.HighWaterWindow < time.Millisecond || s.HighWaterWindow > time.Hour {
 		return nil, fmt.Errorf("snowflake: high-water window %v not in [1ms, 1h]", s.HighWaterWindow)
 	}
+	if s.HighWaterAhead == 0 {
+		s.HighWaterAhead = s.HighWaterWindow / 3
+	}
+	if s.HighWaterAhead >= s.HighWaterWindow {
+		return nil, fmt.Errorf("snowflake: high-water ahead %v not below the window %v", s.HighWaterAhead, s.HighWaterWindow)
+	}
+	if s.HighWaterTimeout == 0 {
+		s.HighWaterTimeout = DefaultHighWaterTimeout
+	}
+	if s.HighWaterTimeout < 0 {
+		return nil, fmt.Errorf("snowflake: high-water timeout %v is negative", s.HighWaterTimeout)
+	}
 	g := &Generator{
 		layout:          s.Layout,
 		epochMillis:     s.Layout.EpochMillis(),
@@ -169,6 +197,8 @@ func New(ctx context.Context, s Settings) (*Generator, error) {
 		maxBackwardWait: s.MaxBackwardWait,
 		hw:              s.HighWater,
 		window:          s.HighWaterWindow.Milliseconds(),
+		ahead:           max(s.HighWaterAhead.Milliseconds(), 0),
+		storeTimeout:    s.HighWaterTimeout,
 		lease:           s.Lease,
 		src:             s.Source,
 		lastMillis:      math.MinInt64,
@@ -214,8 +244,10 @@ func (g *Generator) WorkerID() int64 { return g.workerPart >> g.layout.SequenceB
 //     call: ErrClockBackwards (code -3).
 //   - Clock behind the high-water mark loaded at start: ErrClockBehindMark (code -3) until the
 //     clock reaches it (leaf-go).
-//   - At or past the stored high-water mark: store mark = now + HighWaterWindow first (blocks on
-//     HighWater.Store; ErrHighWater if it fails, and no ID is issued) (leaf-go).
+//   - At or past the stored high-water mark: store mark = now + HighWaterWindow first (waits
+//     for HighWater.Store at most HighWaterTimeout; ErrHighWater if it fails or takes longer,
+//     and no ID is issued). Within HighWaterAhead of the mark, the next mark is stored in the
+//     background while IDs are still issued below the current one (leaf-go).
 //   - ctx done before or during a wait: ErrInterrupted wrapping ctx.Err() (code -2). The
 //     waits themselves (at most 2×MaxBackwardWait, or until the next millisecond) run to their
 //     end; only HighWater.Store sees ctx directly.
@@ -224,7 +256,8 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, interrupted(err)
 	}
-	waitedBack := false // this call has already waited out a clock step back
+	waitedBack := false        // this call has already waited out a clock step back
+	var markDeadline time.Time // when this call stops waiting for mark stores
 	var stalled time.Duration
 	stallMillis := int64(math.MinInt64)
 	for {
@@ -265,8 +298,12 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 			return 0, fmt.Errorf("%w: clock reads %s, layout covers %s to %s", ErrTimeRange,
 				now.UTC().Format(time.RFC3339Nano), g.layout.Epoch.UTC().Format(time.RFC3339Nano), g.layout.End().Format(time.RFC3339Nano))
 		case ms >= g.markMillis:
+			f := g.storeMarkLocked(ms)
 			g.mu.Unlock()
-			if err := g.raiseMark(ctx, ms); err != nil {
+			if markDeadline.IsZero() {
+				markDeadline = time.Now().Add(g.storeTimeout)
+			}
+			if err := g.awaitMark(ctx, f, markDeadline); err != nil {
 				return 0, err
 			}
 			continue
@@ -299,35 +336,102 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 		}
 		id := (ms-g.epochMillis)<<g.timeShift | g.workerPart | g.seq
 		g.issued++
+		if g.ahead > 0 && g.flight == nil && g.markMillis-ms <= g.ahead {
+			g.storeMarkLocked(ms) // the next mark, in the background
+		}
 		g.mu.Unlock()
 		return id, nil
 	}
 }
 
-// raiseMark stores a new high-water mark past ms, unless another caller already did.
-func (g *Generator) raiseMark(ctx context.Context, ms int64) error {
-	g.persistMu.Lock()
-	defer g.persistMu.Unlock()
-	g.mu.Lock()
-	current := g.markMillis
-	g.mu.Unlock()
-	if ms < current {
-		return nil
+// markFlight is one HighWater.Store of the generator's: done is closed when it returned, err
+// is its result then.
+type markFlight struct {
+	mark int64 // Unix ms
+	done chan struct{}
+	err  error
+}
+
+// storeMarkLocked returns the mark store in progress, or starts one of ms + HighWaterWindow in
+// a goroutine of its own, bounded by the larger of HighWaterWindow (a store that takes longer
+// would store a mark the clock has already passed) and HighWaterTimeout. Called with mu held. The store belongs
+// to no request: requests wait for it (awaitMark) only as long as they may, and a store that
+// outlives them (one that ignores its context) delays the next store, never a request.
+func (g *Generator) storeMarkLocked(ms int64) *markFlight {
+	if g.flight != nil {
+		return g.flight
 	}
-	mark := ms + g.window
-	if err := g.hw.Store(ctx, time.UnixMilli(mark)); err != nil {
-		g.markFailures.Add(1)
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return interrupted(ctxErr)
+	f := &markFlight{mark: ms + g.window, done: make(chan struct{})}
+	g.flight = f
+	go func() {
+		// A store may take up to the window: the mark it stores covers that long. Requests
+		// wait for it at most storeTimeout each.
+		ctx, cancel := context.WithTimeout(context.Background(), max(g.storeTimeout, millis(g.window)))
+		err := g.hw.Store(ctx, time.UnixMilli(f.mark))
+		cancel()
+		if err != nil {
+			g.markFailures.Add(1)
+			err = fmt.Errorf("%w: not stored (%d): no ID is issued past the last stored mark until a store "+
+				"succeeds; free space where the mark is kept (the data dir, or the worker ID's store): %w", ErrHighWater, f.mark, err)
+		} else {
+			g.markStores.Add(1)
 		}
-		return fmt.Errorf("%w: not stored (%d): no ID is issued past the last stored mark until a store "+
-			"succeeds; free space where the mark is kept (the data dir, or the worker ID's store): %w", ErrHighWater, mark, err)
+		g.mu.Lock()
+		if err == nil {
+			g.markMillis = max(g.markMillis, f.mark)
+		}
+		f.err = err
+		g.flight = nil
+		g.mu.Unlock()
+		close(f.done)
+	}()
+	return f
+}
+
+// KeepAhead stores the high-water mark in the background whenever the clock comes within
+// HighWaterAhead of it, also while no IDs are asked for, until ctx is done: so the first
+// request after a quiet spell (or the first after New) does not wait for a store either. It
+// looks every HighWaterAhead/2 and stores nothing while the clock is behind the floor or the
+// lease has expired. It returns at once without HighWater or with HighWaterAhead turned off.
+// leaf-server runs it for the generator's life, until shutdown begins.
+func (g *Generator) KeepAhead(ctx context.Context) {
+	if g.hw == nil || g.ahead <= 0 {
+		return
 	}
-	g.markStores.Add(1)
-	g.mu.Lock()
-	g.markMillis = max(g.markMillis, mark)
-	g.mu.Unlock()
-	return nil
+	tick := time.NewTicker(max(millis(g.ahead)/2, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := g.clock.Now()
+		ms := now.UnixMilli()
+		if g.lease != nil && expired(now, g.lease.Expiry()) {
+			continue
+		}
+		g.mu.Lock()
+		if g.flight == nil && !g.sealed && ms >= g.floorMillis && (g.markMillis == math.MinInt64 || g.markMillis-ms <= g.ahead) {
+			g.storeMarkLocked(ms)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// awaitMark waits for f until deadline or ctx ends, and returns its error, ErrHighWater when
+// the deadline passed first, or ErrInterrupted.
+func (g *Generator) awaitMark(ctx context.Context, f *markFlight, deadline time.Time) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return interrupted(ctx.Err())
+	case <-timer.C:
+		return fmt.Errorf("%w: store %d: no answer within %v", ErrHighWater, f.mark, g.storeTimeout)
+	}
 }
 
 // expired reports whether a lease with expiry exp no longer backs IDs at now; the zero time

@@ -170,11 +170,13 @@ func TestRestartBehindMark(t *testing.T) {
 }
 
 // TestHighWaterMarkGuard: every ID lies below a mark that was stored before the ID was issued;
-// a failing store stops the generator at the old mark.
+// a failing store stops the generator at the old mark. (Background stores are off here;
+// TestHighWaterAhead covers them.)
 func TestHighWaterMarkGuard(t *testing.T) {
 	clock := clocktest.New(start)
 	hw := &recordingHighWater{failAt: 4}
-	g := newGenerator(t, snowflake.Settings{Clock: clock, HighWater: hw, HighWaterWindow: 100 * time.Millisecond})
+	// No background stores: each store happens when a request needs it, in a known order.
+	g := newGenerator(t, snowflake.Settings{Clock: clock, HighWater: hw, HighWaterWindow: 100 * time.Millisecond, HighWaterAhead: -1})
 	for i := range 350 {
 		id, err := g.Next(context.Background())
 		if err != nil {
@@ -197,4 +199,115 @@ func TestHighWaterMarkGuard(t *testing.T) {
 	}
 	hw.failAt = 0 // the store recovers
 	mustNext(t, g)
+}
+
+// gatedHighWater is a HighWater whose Store blocks until the gate is opened, ignoring its
+// context (a database that stopped answering without closing the connection).
+type gatedHighWater struct {
+	recordingHighWater
+	gate chan struct{}
+}
+
+func (g *gatedHighWater) Store(ctx context.Context, mark time.Time) error {
+	<-g.gate
+	return g.recordingHighWater.Store(ctx, mark)
+}
+
+// TestHighWaterAhead: within HighWaterAhead of the stored mark, Next issues at once and
+// stores the next mark in the background; a request waits only when the clock reaches the
+// mark before that store has returned, and then at most HighWaterTimeout.
+func TestHighWaterAhead(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New(start)
+	hw := &gatedHighWater{gate: make(chan struct{})}
+	open := sync.OnceFunc(func() { close(hw.gate) })
+	t.Cleanup(open)
+	g := newGenerator(t, snowflake.Settings{Clock: clock, HighWater: hw, HighWaterWindow: 90 * time.Millisecond,
+		HighWaterTimeout: 300 * time.Millisecond, ZeroStart: true})
+	go func() { hw.gate <- struct{}{} }() // lets the first store (made by the first request) through
+	mustNext(t, g)
+	// The mark is start+90ms; the background store starts 30 ms before it.
+	clock.Set(start.Add(59 * time.Millisecond))
+	mustNext(t, g)
+	if st := g.Stats(); st.HighWaterStores != 1 {
+		t.Fatalf("Stats() = %+v before the ahead zone, want 1 store", st)
+	}
+	clock.Set(start.Add(60 * time.Millisecond))
+	mustNext(t, g) // starts the background store, which blocks at the gate
+	clock.Set(start.Add(89 * time.Millisecond))
+	mustNext(t, g) // still below the mark: issued while the store hangs
+	clock.Set(start.Add(90 * time.Millisecond))
+	if id, err := g.Next(ctx); !errors.Is(err, snowflake.ErrHighWater) || snowflake.Code(err) != -1 {
+		t.Fatalf("Next() at the mark with the store hanging = %d, %v, want %v (code -1)", id, err, snowflake.ErrHighWater)
+	}
+	open()
+	id := mustNext(t, g)
+	if st := g.Stats(); st.HighWaterStores != 2 || !st.HighWater.Equal(start.Add(150*time.Millisecond)) {
+		t.Errorf("Stats() after the store returned = %+v, want 2 stores, mark start+150ms (stored from +60ms)", st)
+	}
+	if ms := snowflake.Decompose(id).Millis; ms != start.Add(90*time.Millisecond).UnixMilli() {
+		t.Errorf("ID at ms %d, want the mark's ms", ms)
+	}
+}
+
+// TestHighWaterStoreHangs: a store that never answers (and ignores its context) holds no
+// request longer than HighWaterTimeout: every concurrent caller gets ErrHighWater on its own
+// deadline instead of queueing behind the others.
+func TestHighWaterStoreHangs(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	hw := &gatedHighWater{gate: make(chan struct{})}
+	t.Cleanup(func() { close(hw.gate) })
+	g := newGenerator(t, snowflake.Settings{HighWater: hw, HighWaterTimeout: timeout})
+	const callers = 8
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			began := time.Now()
+			_, err := g.Next(context.Background())
+			if !errors.Is(err, snowflake.ErrHighWater) {
+				t.Errorf("Next() with the store hanging = %v, want %v", err, snowflake.ErrHighWater)
+			}
+			// Queued behind one another, the callers would wait up to 8 timeouts.
+			if took := time.Since(began); took > 4*timeout {
+				t.Errorf("Next() answered after %v, want about the %v timeout", took, timeout)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestKeepAhead: with no request at all, KeepAhead stores the first mark and then the next
+// one once the clock is within HighWaterAhead of it; a request then finds the mark ahead and
+// stores nothing itself.
+func TestKeepAhead(t *testing.T) {
+	clock := clocktest.New(start)
+	hw := &recordingHighWater{}
+	g := newGenerator(t, snowflake.Settings{Clock: clock, HighWater: hw, HighWaterWindow: 90 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.KeepAhead(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitStores := func(n int64) snowflake.Stats {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if st := g.Stats(); st.HighWaterStores >= n {
+				return st
+			}
+		}
+		t.Fatalf("KeepAhead made %d stores within 10 s, want %d", g.Stats().HighWaterStores, n)
+		return snowflake.Stats{}
+	}
+	if st := waitStores(1); !st.HighWater.Equal(start.Add(90 * time.Millisecond)) {
+		t.Errorf("first mark %v, want start + 90ms", st.HighWater)
+	}
+	clock.Set(start.Add(60 * time.Millisecond)) // within the 30 ms ahead zone
+	if st := waitStores(2); !st.HighWater.Equal(start.Add(150 * time.Millisecond)) {
+		t.Errorf("second mark %v, want start + 60ms + 90ms", st.HighWater)
+	}
+	mustNext(t, g)
+	if st := g.Stats(); st.HighWaterStores != 2 || !hw.last().Equal(start.Add(150*time.Millisecond)) {
+		t.Errorf("Stats() after a request = %+v, want the 2 stores KeepAhead made and none by the request", st)
+	}
+	cancel()
+	<-done
 }

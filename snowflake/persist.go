@@ -32,8 +32,16 @@ type FinalHighWater interface {
 func (g *Generator) Seal(ctx context.Context) error {
 	g.mu.Lock()
 	g.sealed = true
-	last := g.lastMillis
+	last, f := g.lastMillis, g.flight
 	g.mu.Unlock()
+	if f != nil {
+		// A mark store still in flight must not land after the final mark: wait for it.
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: store the final mark: a store in flight did not finish: %w", ErrHighWater, ctx.Err())
+		}
+	}
 	if last == math.MinInt64 || g.hwWatch == nil {
 		return nil
 	}

@@ -40,6 +40,17 @@ type Config struct {
 	// with the same static worker ID issue duplicate IDs: keeping it unique
 	// (e.g. a StatefulSet ordinal) is the operator's job.
 	WorkerID int64
+	// WorkerIDMin and WorkerIDMax bound the worker IDs a lease source (sql,
+	// etcd) claims, inclusive, so that clusters sharing a layout but not a
+	// coordinator get disjoint IDs. Defaults 0 and -1 (-1: the layout's
+	// largest). A range outside the layout is refused at start.
+	WorkerIDMin int64
+	WorkerIDMax int64
+	// MaxPeerClockSkew is the largest offset of this host's clock from the
+	// mean of the live peers' reported clocks at start (zookeeper, etcd, sql
+	// sources); more refuses the start, naming the peers. Default 10 s
+	// (Twitter snowflake's rule); 0 turns the check off.
+	MaxPeerClockSkew time.Duration
 	// EpochMillis is the snowflake epoch, Unix ms; default 1288834974657
 	// (Twitter's and Leaf's). It must lie in the past.
 	EpochMillis int64
@@ -62,17 +73,8 @@ type Config struct {
 	// SnowflakePort is the port label registered with the IP (Leaf's
 	// leaf.snowflake.port); empty means the port of Listen.
 	SnowflakePort string
-	// Worker-ID lease sources (sql, etcd) and the etcd source.
+	// The etcd worker-ID source.
 
-	// WorkerIDMin and WorkerIDMax bound the worker IDs a lease source
-	// (etcd) claims: WorkerIDMin..WorkerIDMax, where WorkerIDMax -1 means the
-	// layout's largest. Disjoint ranges keep clusters that share a layout but
-	// not a coordinator apart (issue 15 item 3). Default 0..-1.
-	WorkerIDMin, WorkerIDMax int64
-	// MaxPeerClockSkew is the largest allowed offset of this host's clock
-	// from the mean of the live holders' reported clocks, checked at start
-	// (Twitter snowflake's rule); 0 turns the check off. Default 10 s.
-	MaxPeerClockSkew time.Duration
 	// EtcdEndpoints is the etcd cluster for --worker-id-source etcd,
 	// host:port[,host:port…].
 	EtcdEndpoints string
@@ -184,8 +186,8 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.LeafName, "leaf-name", cfg.LeafName, "Leaf's leaf.name: ZooKeeper namespace /snowflake/<leaf-name>")
 	fs.StringVar(&cfg.AdvertiseIP, "advertise-ip", cfg.AdvertiseIP, "IP registered in ZooKeeper (default: first non-loopback IPv4)")
 	fs.StringVar(&cfg.SnowflakePort, "snowflake-port", cfg.SnowflakePort, "port label registered in ZooKeeper (default: the --listen port)")
-	fs.Int64Var(&cfg.WorkerIDMin, "worker-id-min", cfg.WorkerIDMin, "lowest worker ID a lease source (etcd) claims")
-	fs.Int64Var(&cfg.WorkerIDMax, "worker-id-max", cfg.WorkerIDMax, "highest worker ID a lease source (etcd) claims (-1: the layout's largest)")
+	fs.Int64Var(&cfg.WorkerIDMin, "worker-id-min", cfg.WorkerIDMin, "lowest worker ID the sql and etcd sources claim")
+	fs.Int64Var(&cfg.WorkerIDMax, "worker-id-max", cfg.WorkerIDMax, "highest worker ID the sql and etcd sources claim (-1: the layout's largest)")
 	fs.DurationVar(&cfg.MaxPeerClockSkew, "max-peer-clock-skew", cfg.MaxPeerClockSkew, "refuse to start when this host's clock is off the mean of the live peers' clocks by more (zookeeper, etcd, sql sources; 0 = off)")
 	fs.StringVar(&cfg.EtcdEndpoints, "etcd-endpoints", cfg.EtcdEndpoints, "etcd client addresses host:port[,host:port] for --worker-id-source etcd")
 	fs.StringVar(&cfg.EtcdPrefix, "etcd-prefix", cfg.EtcdPrefix, "etcd key prefix (default /leaf-go/<leaf-name>)")
@@ -354,11 +356,8 @@ func (c Config) validate() error {
 		default:
 			errs = append(errs, fmt.Errorf("--worker-id-source %q: want static, zookeeper, sql or etcd", c.WorkerIDSource))
 		}
-		if maxW := l.MaxWorker(); c.WorkerIDMin < 0 || c.WorkerIDMax < -1 ||
-			(l.WorkerBits > 0 && l.WorkerBits < 63 && (c.WorkerIDMax > maxW || c.WorkerIDMin > maxW ||
-				(c.WorkerIDMax >= 0 && c.WorkerIDMin > c.WorkerIDMax))) {
-			errs = append(errs, fmt.Errorf("--worker-id-min %d / --worker-id-max %d: want 0 <= min <= max <= %d (max -1: %d)",
-				c.WorkerIDMin, c.WorkerIDMax, maxW, maxW))
+		if _, _, err := c.workerRange(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if !c.SegmentEnabled && !c.SnowflakeEnabled {

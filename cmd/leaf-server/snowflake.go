@@ -36,7 +36,10 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 	if err != nil {
 		return nil, nil, err
 	}
-	gen, err := snowflake.New(ctx, snowflake.Settings{Layout: layout, ZeroStart: !cfg.RandomStart, Clock: clock, Source: src})
+	// HighWaterTimeout: no snowflake request waits on the mark's store (a lease database
+	// round trip for sql) longer than --wait-timeout.
+	gen, err := snowflake.New(ctx, snowflake.Settings{Layout: layout, ZeroStart: !cfg.RandomStart, Clock: clock, Source: src,
+		HighWaterTimeout: cfg.WaitTimeout})
 	if err != nil {
 		_ = closeSource(src)
 		return nil, nil, err
@@ -47,6 +50,9 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 			return nil, nil, err
 		}
 	}
+	// The mark is kept ahead of the clock in the background until shutdown begins (ctx is
+	// the signal context), so that requests rarely wait for a store, even after a quiet spell.
+	go gen.KeepAhead(ctx)
 	l := gen.Layout()
 	warnLayoutEnd(log, l, time.Now())
 	log.Info("snowflake mode on", "source", src.Name(), "worker_id", gen.WorkerID(),
@@ -137,7 +143,14 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		if h, err := os.Hostname(); err == nil {
 			owner = h + "/" + cfg.Listen
 		}
-		lease, err := sqllease.Start(ctx, ls, sqllease.Options{Owner: owner, Layout: layout, Logger: log, Clock: clock})
+		lo, hi, err := cfg.workerRange()
+		if err != nil {
+			return nil, err
+		}
+		lease, err := sqllease.Start(ctx, ls, sqllease.Options{
+			Owner: owner, Layout: layout, Logger: log, Clock: clock,
+			Workers: &sqllease.Range{Min: lo, Max: hi}, MaxPeerClockSkew: cfg.MaxPeerClockSkew,
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -189,6 +202,26 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			"worker_id", cfg.WorkerID, "highwater_file", src.Path())
 		return src, nil
 	}
+}
+
+// workerRange returns the worker IDs a lease source claims: --worker-id-min
+// to --worker-id-max, -1 as the max meaning the layout's largest. A range
+// that is empty or leaves the layout is an error naming the flags.
+func (c Config) workerRange() (lo, hi int64, err error) {
+	l := c.Layout()
+	if l.WorkerBits < 0 || l.WorkerBits > 62 {
+		return 0, 0, nil // the layout's own error is reported
+	}
+	top := l.MaxWorker()
+	lo, hi = c.WorkerIDMin, c.WorkerIDMax
+	if hi == -1 {
+		hi = top
+	}
+	if lo < 0 || hi < lo || hi > top {
+		return 0, 0, fmt.Errorf("--worker-id-min %d / --worker-id-max %d: want 0 <= min <= max <= %d (%d worker bits; -1 as max means %d)",
+			c.WorkerIDMin, c.WorkerIDMax, top, l.WorkerBits, top)
+	}
+	return lo, hi, nil
 }
 
 // closeSource releases the worker ID of src (a SQL lease's row), waiting at

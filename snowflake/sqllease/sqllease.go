@@ -3,8 +3,10 @@
 // the small Store interface that store/postgres, store/mysql and store/sqlite implement. It
 // imports no driver. Its Lease is a snowflake.Source.
 //
-// Start claims the lowest free worker ID in one transaction; the claim bumps the row's
-// generation, the fencing token. A goroutine owned by the Lease renews it every Renew (3 s)
+// Start claims the lowest free worker ID of its range; the claim bumps the row's generation,
+// the fencing token, and its UPDATE re-checks that the row is still expired with the
+// generation it read, so concurrent claimers get different IDs even where the database's
+// SKIP LOCKED does not lock (TiDB). A goroutine owned by the Lease renews it every Renew (3 s)
 // for TTL (10 s) of database time. A lease alone does not keep IDs unique: a holder that
 // pauses (a long GC, a stopped VM, a cut network) can wake up after the database has handed
 // its worker ID to another node, still believing it holds it, and its clock may differ from
@@ -18,7 +20,9 @@
 //     own clock, so the local expiry comes first as long as the two clocks' rates differ by
 //     less than Margin/TTL; a slow answer shortens the local lease and never lengthens it.
 //     snowflake.Generator refuses with ErrLeaseExpired from Expiry on, and resumes after the
-//     next successful renewal.
+//     next successful renewal. The monotonic clock stops while the host is suspended, so
+//     Expiry also checks the same instant on the wall clock (whichever passes first ends
+//     the lease).
 //  2. Keep the time high-water mark in the row (Lease implements snowflake.HighWater): the
 //     generator stores a mark ahead of its clock (persisted at once with a fenced renewal)
 //     before it issues IDs up to it, and a new holder of the same worker ID loads the row's
@@ -55,6 +59,10 @@ const (
 	// DefaultMargin is how much earlier than the database the Lease gives up the worker ID:
 	// it covers clock-rate differences and the time a pause takes to be noticed.
 	DefaultMargin = 2 * time.Second
+	// DefaultMaxMarkAhead is Options.MaxMarkAhead's default: 1 minute, twenty times the
+	// generator's 3 s high-water window, so a normal restart keeps its worker ID and only a
+	// mark left by a clock that ran far ahead is skipped.
+	DefaultMaxMarkAhead = time.Minute
 )
 
 var (
@@ -72,16 +80,20 @@ var (
 // *sqlite.Store implement it (store.LeaseStore documents the contract). All instants it uses
 // come from the database's clock.
 type Store interface {
-	// ClaimWorker claims the lowest free worker ID in 0..maxWorker for ttl and bumps its
-	// generation. Errors: store.ErrNoFreeWorker, store.ErrBadLease, driver errors.
-	ClaimWorker(ctx context.Context, owner string, maxWorker int64, ttl time.Duration) (store.Lease, error)
-	// RenewWorker extends the lease by ttl from the database's now and raises the row's
-	// high-water mark to highWaterMillis, only while generation matches. Errors:
-	// store.ErrLeaseLost, driver errors.
-	RenewWorker(ctx context.Context, workerID, generation int64, ttl time.Duration, highWaterMillis int64) (store.Lease, error)
+	// ClaimWorker claims the lowest free worker ID in c.MinWorker..c.MaxWorker for c.TTL and
+	// bumps its generation; concurrent claimers get different IDs. Errors:
+	// store.ErrNoFreeWorker, store.ErrClaimContended, store.ErrBadLease, driver errors.
+	ClaimWorker(ctx context.Context, c store.Claim) (store.Lease, error)
+	// RenewWorker extends the lease by ttl from the database's now, raises the row's
+	// high-water mark to highWaterMillis and records the holder's clock clockMillis, only
+	// while generation matches. Errors: store.ErrLeaseLost, driver errors.
+	RenewWorker(ctx context.Context, workerID, generation int64, ttl time.Duration, highWaterMillis, clockMillis int64) (store.Lease, error)
 	// ReleaseWorker frees the worker ID at once while generation matches. Errors:
 	// store.ErrLeaseLost, driver errors.
 	ReleaseWorker(ctx context.Context, workerID, generation int64) error
+	// LiveHolders lists the unexpired leases with the clocks their holders last reported,
+	// and the database's now.
+	LiveHolders(ctx context.Context) ([]store.Holder, time.Time, error)
 }
 
 // Clock is the local time source. Pass the same clock as snowflake.Settings.Clock: the
@@ -90,6 +102,11 @@ type Store interface {
 // timers whatever the Clock.
 type Clock interface {
 	Now() time.Time
+}
+
+// Range is an inclusive range of worker IDs, Min..Max.
+type Range struct {
+	Min, Max int64
 }
 
 // Options configure Start. The zero value means the defaults.
@@ -112,8 +129,30 @@ type Options struct {
 	// claimed (at most store.MaxLeaseWorker). The zero Layout means snowflake.DefaultLayout()
 	// (0..1023).
 	Layout snowflake.Layout
+	// Workers, when set, limits the claimed worker IDs to Workers.Min..Workers.Max, which
+	// must lie within 0..Layout.MaxWorker() (ErrOptions otherwise): leaf-server's
+	// --worker-id-min/--worker-id-max, so that clusters or regions that share a layout but
+	// not a lease database get disjoint IDs (Ahoo-Wang/CosId#773). nil means the whole layout.
+	Workers *Range
+	// MaxPeerClockSkew, when > 0, makes Start compare the local wall clock with the clocks
+	// the live holders of other worker IDs reported with their last renewal, and refuse
+	// (snowflake.ErrPeerClockSkew, naming every peer and its offset) when it is off their
+	// mean by more than this: Twitter snowflake's start check, leaf-server's
+	// --max-peer-clock-skew (default 10 s). 0 turns the check off.
+	MaxPeerClockSkew time.Duration
+	// MaxMarkAhead is how far the claimed row's time high-water mark may lie ahead of the
+	// local clock before Start gives the worker ID back and claims another one instead of
+	// waiting for the clock to reach it (a clock that once jumped a day ahead would lock the
+	// worker ID out for that day). 0 means DefaultMaxMarkAhead; negative means never skip.
+	// When no other worker ID is free, Start keeps the one with the lowest mark.
+	MaxMarkAhead time.Duration
 	// Clock is the local clock; nil means snowflake.SystemClock{}.
 	Clock Clock
+	// WallClock reads the wall clock that Expiry checks besides Clock: Go's monotonic
+	// clock (what Clock's readings compare by) stops while the host is suspended, the wall
+	// clock does not, so a lease that lapsed during a suspension is seen as lapsed at
+	// resume. nil means Clock's readings stripped of their monotonic part.
+	WallClock func() time.Time
 	// Logger receives claim, renewal failure, loss and release events; nil discards them.
 	Logger *slog.Logger
 }
@@ -128,6 +167,7 @@ type Lease struct {
 	renew      time.Duration
 	margin     time.Duration
 	clock      Clock
+	wall       func() time.Time
 	log        *slog.Logger
 	workerID   int64
 	generation int64
@@ -137,6 +177,9 @@ type Lease struct {
 	// expiry is what Expiry returns; it points at the zero time once lost or closed (Expiry
 	// then returns expiredAt).
 	expiry atomic.Pointer[time.Time]
+	// wallExpiry is expiry's wall-clock twin (no monotonic reading), Unix ns: Expiry also
+	// fails once the wall clock has passed it.
+	wallExpiry atomic.Int64
 	// lost is closed when a renewal found another generation.
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -173,18 +216,23 @@ var _ snowflake.Source = (*Lease)(nil)
 // not the zero time, which means "never expires" to snowflake.Lease.
 var expiredAt = time.Unix(0, 0).UTC()
 
-// Start claims the lowest free worker ID of opts.Layout in st and starts renewing it. ctx
-// bounds the claim only; the renewals run until Close. Errors: ErrOptions, or the claim's
-// error (store.ErrNoFreeWorker when every worker ID is leased, a driver error).
+// Start claims the lowest free worker ID of opts.Workers (or of opts.Layout) in st and starts
+// renewing it. First, with opts.MaxPeerClockSkew set, it checks the local clock against the
+// live holders' (see Options.MaxPeerClockSkew). A claimed worker ID whose stored high-water
+// mark lies more than opts.MaxMarkAhead ahead of the clock is given back for another free
+// one (logged). ctx bounds the claim only; the renewals run until Close. Errors: ErrOptions,
+// snowflake.ErrPeerClockSkew, or the claim's error (store.ErrNoFreeWorker when every worker
+// ID in range is leased, a driver error).
 func Start(ctx context.Context, st Store, opts Options) (*Lease, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	maxWorker := opts.Layout.MaxWorker()
-	sent := opts.Clock.Now()
-	cl, err := st.ClaimWorker(ctx, opts.Owner, maxWorker, opts.TTL)
+	if err := checkPeers(ctx, st, opts); err != nil {
+		return nil, err
+	}
+	sent, cl, err := claim(ctx, st, opts)
 	if err != nil {
-		return nil, fmt.Errorf("sqllease: claim a worker ID in 0..%d: %w", maxWorker, err)
+		return nil, err
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	l := &Lease{
@@ -194,6 +242,7 @@ func Start(ctx context.Context, st Store, opts Options) (*Lease, error) {
 		renew:       opts.Renew,
 		margin:      opts.Margin,
 		clock:       opts.Clock,
+		wall:        opts.WallClock,
 		log:         opts.Logger.With("worker_id", cl.WorkerID, "generation", cl.Generation),
 		workerID:    cl.WorkerID,
 		generation:  cl.Generation,
@@ -205,12 +254,23 @@ func Start(ctx context.Context, st Store, opts Options) (*Lease, error) {
 		lastRenewal: sent,
 		dbExpires:   cl.ExpiresAt,
 	}
-	exp := sent.Add(l.ttl - l.margin)
-	l.expiry.Store(&exp)
+	l.extend(sent)
 	l.log.Info("claimed snowflake worker ID", "owner", l.owner, "ttl", l.ttl,
+		"range", fmt.Sprintf("%d..%d", opts.Workers.Min, opts.Workers.Max),
 		"db_expires", cl.ExpiresAt, "high_water_ms", cl.HighWaterMillis)
 	go l.run(loopCtx)
 	return l, nil
+}
+
+// extend moves the local expiry to sent + TTL - Margin (on Clock, and on the wall clock from
+// sent's wall reading) unless it is already later. Called with callMu held, or before run.
+func (l *Lease) extend(sent time.Time) {
+	exp := sent.Add(l.ttl - l.margin)
+	if cur := l.expiry.Load(); cur != nil && !exp.After(*cur) {
+		return
+	}
+	l.wallExpiry.Store(sent.Round(0).Add(l.ttl - l.margin).UnixNano())
+	l.expiry.Store(&exp)
 }
 
 // fill applies the defaults and validates.
@@ -234,6 +294,13 @@ func (o *Options) fill() error {
 	if o.Clock == nil {
 		o.Clock = snowflake.SystemClock{}
 	}
+	if o.WallClock == nil {
+		clock := o.Clock
+		o.WallClock = func() time.Time { return clock.Now().Round(0) }
+	}
+	if o.MaxMarkAhead == 0 {
+		o.MaxMarkAhead = DefaultMaxMarkAhead
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -252,9 +319,23 @@ func (o *Options) fill() error {
 	if err := o.Layout.Validate(o.Clock.Now()); err != nil {
 		return fmt.Errorf("%w: %w", ErrOptions, err)
 	}
-	if o.Layout.MaxWorker() > store.MaxLeaseWorker {
-		return fmt.Errorf("%w: %d worker bits give IDs up to %d, the lease table takes at most %d",
-			ErrOptions, o.Layout.WorkerBits, o.Layout.MaxWorker(), store.MaxLeaseWorker)
+	if o.Workers == nil {
+		if o.Layout.MaxWorker() > store.MaxLeaseWorker {
+			return fmt.Errorf("%w: %d worker bits give IDs up to %d, the lease table takes at most %d; set a range",
+				ErrOptions, o.Layout.WorkerBits, o.Layout.MaxWorker(), store.MaxLeaseWorker)
+		}
+		o.Workers = &Range{Min: 0, Max: o.Layout.MaxWorker()}
+	}
+	r := *o.Workers
+	o.Workers = &r
+	switch {
+	case r.Min < 0 || r.Min > r.Max || r.Max > o.Layout.MaxWorker():
+		return fmt.Errorf("%w: worker ID range %d..%d not within the layout's 0..%d (%d worker bits)",
+			ErrOptions, r.Min, r.Max, o.Layout.MaxWorker(), o.Layout.WorkerBits)
+	case r.Max > store.MaxLeaseWorker:
+		return fmt.Errorf("%w: worker ID range %d..%d: the lease table takes IDs up to %d", ErrOptions, r.Min, r.Max, store.MaxLeaseWorker)
+	case o.MaxPeerClockSkew < 0:
+		return fmt.Errorf("%w: max peer clock skew %v is negative (0 turns the check off)", ErrOptions, o.MaxPeerClockSkew)
 	}
 	return nil
 }
@@ -271,11 +352,18 @@ func (l *Lease) Generation() int64 { return l.generation }
 // another node, lastRenewal + TTL - Margin, where lastRenewal is the local clock read before
 // the last successful claim or renewal was sent. Once the lease is lost or closed it returns
 // 1970-01-01T00:00:00Z (long past). One atomic load; the generator calls it on every Next.
+//
+// It also reads the wall clock (Options.WallClock): once that has passed the wall-clock twin
+// of the expiry, Expiry returns 1970 too, until the next successful renewal. Go's monotonic
+// clock does not advance while the host is suspended, so without this a holder resumed after
+// its lease lapsed in the database would go on issuing; a wall clock stepped forward past the
+// expiry stops the generator until the next renewal, which is safe.
 func (l *Lease) Expiry() time.Time {
-	if exp := *l.expiry.Load(); !exp.IsZero() {
-		return exp
+	exp := *l.expiry.Load()
+	if exp.IsZero() || l.wall().UnixNano() >= l.wallExpiry.Load() {
+		return expiredAt
 	}
-	return expiredAt
+	return exp
 }
 
 // Lost returns a channel that is closed when a renewal finds the worker ID held by another
@@ -325,7 +413,7 @@ func (l *Lease) renewOnce(ctx context.Context, markMillis int64) error {
 		return ErrClosed
 	}
 	sent := l.clock.Now()
-	got, err := l.st.RenewWorker(ctx, l.workerID, l.generation, l.ttl, markMillis)
+	got, err := l.st.RenewWorker(ctx, l.workerID, l.generation, l.ttl, markMillis, clockMillis(sent))
 	if errors.Is(err, store.ErrLeaseLost) {
 		l.markLost(err)
 		return fmt.Errorf("%w: %w", ErrLost, err)
@@ -343,9 +431,7 @@ func (l *Lease) renewOnce(ctx context.Context, markMillis int64) error {
 	l.lastRenewal = sent
 	l.dbExpires = got.ExpiresAt
 	l.markMillis = max(l.markMillis, got.HighWaterMillis)
-	if exp := sent.Add(l.ttl - l.margin); exp.After(*l.expiry.Load()) {
-		l.expiry.Store(&exp)
-	}
+	l.extend(sent)
 	return nil
 }
 

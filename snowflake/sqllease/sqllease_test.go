@@ -156,7 +156,7 @@ func TestLostIsFinal(t *testing.T) {
 	if err := old.Close(ctx); err != nil {
 		t.Errorf("Close() of a lost lease = %v, want nil (nothing to release)", err)
 	}
-	if _, err := st.RenewWorker(ctx, taker.WorkerID(), taker.Generation(), time.Second, 0); err != nil {
+	if _, err := st.RenewWorker(ctx, taker.WorkerID(), taker.Generation(), time.Second, 0, 0); err != nil {
 		t.Errorf("the old lease's Close disturbed the taker: %v", err)
 	}
 }

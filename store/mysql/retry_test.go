@@ -185,7 +185,7 @@ func TestRetryLeaseLockWaitTimeout(t *testing.T) {
 	ctx := context.Background()
 	dsn := dbtest.MySQL(t)
 	s := open(t, withParam(dsn, "innodb_lock_wait_timeout=1"))
-	l, err := s.ClaimWorker(ctx, "a", 3, time.Minute)
+	l, err := s.ClaimWorker(ctx, store.Claim{Owner: "a", MaxWorker: 3, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestRetryLeaseLockWaitTimeout(t *testing.T) {
 	}
 	done, ended := make(chan error, 1), make(chan struct{})
 	go func() {
-		_, err := s.RenewWorker(ctx, l.WorkerID, l.Generation, time.Minute, 42)
+		_, err := s.RenewWorker(ctx, l.WorkerID, l.Generation, time.Minute, 42, 0)
 		done <- err
 		close(ended)
 	}()

@@ -1,10 +1,24 @@
 package postgres
 
-import "context"
+import (
+	"context"
+
+	"github.com/leaf-go/leaf/store"
+)
 
 // ExecSQL runs one raw statement, for storetest's cases that need rows Create
 // refuses (a non-positive step).
 func (s *Store) ExecSQL(ctx context.Context, query string) error {
 	_, err := s.pool.Exec(ctx, query)
 	return err
+}
+
+// NoLockStore is a Store whose claim reads without FOR UPDATE SKIP LOCKED:
+// what TiDB's SKIP LOCKED amounts to (accepted, neither locks nor skips), so
+// that the claim's guarded UPDATE alone must keep claimers apart.
+type NoLockStore struct{ *Store }
+
+// ClaimWorker claims without the lock.
+func (n NoLockStore) ClaimWorker(ctx context.Context, c store.Claim) (store.Lease, error) {
+	return n.claimWorker(ctx, c, "")
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leaf-go/leaf/internal/dbtest"
+	"github.com/leaf-go/leaf/store"
 )
 
 // TestRetryLeaseSerialization: at REPEATABLE READ, RenewWorker's UPDATE
@@ -26,7 +27,7 @@ func TestRetryLeaseSerialization(t *testing.T) {
 	// %20, not the + of url.Values.Encode: pgx reads + literally.
 	u.RawQuery += "&default_transaction_isolation=repeatable%20read"
 	s := open(t, u.String())
-	l, err := s.ClaimWorker(ctx, "a", 3, time.Minute)
+	l, err := s.ClaimWorker(ctx, store.Claim{Owner: "a", MaxWorker: 3, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestRetryLeaseSerialization(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.RenewWorker(ctx, l.WorkerID, l.Generation, time.Minute, 42)
+		_, err := s.RenewWorker(ctx, l.WorkerID, l.Generation, time.Minute, 42, 0)
 		done <- err
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {

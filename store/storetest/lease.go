@@ -38,6 +38,8 @@ func RunLease(t *testing.T, open func(t *testing.T) store.LeaseStore) {
 		{"HighWaterNeverLowered", testHighWater},
 		{"NoFreeWorker", testNoFreeWorker},
 		{"WiderRange", testWiderRange},
+		{"Range", testRange},
+		{"LiveHolders", testLiveHolders},
 		{"BadArguments", testLeaseBadArgs},
 	}
 	for _, tt := range tests {
@@ -50,7 +52,7 @@ func RunLease(t *testing.T, open func(t *testing.T) store.LeaseStore) {
 
 func claim(t *testing.T, s store.LeaseStore, owner string, maxWorker int64, ttl time.Duration) store.Lease {
 	t.Helper()
-	l, err := s.ClaimWorker(ctxT(t), owner, maxWorker, ttl)
+	l, err := s.ClaimWorker(ctxT(t), store.Claim{Owner: owner, MaxWorker: maxWorker, TTL: ttl})
 	if err != nil {
 		t.Fatalf("ClaimWorker(%q, %d, %v) = %v, want nil", owner, maxWorker, ttl, err)
 	}
@@ -59,7 +61,7 @@ func claim(t *testing.T, s store.LeaseStore, owner string, maxWorker int64, ttl 
 
 func renew(t *testing.T, s store.LeaseStore, l store.Lease, ttl time.Duration, hw int64) store.Lease {
 	t.Helper()
-	got, err := s.RenewWorker(ctxT(t), l.WorkerID, l.Generation, ttl, hw)
+	got, err := s.RenewWorker(ctxT(t), l.WorkerID, l.Generation, ttl, hw, 0)
 	if err != nil {
 		t.Fatalf("RenewWorker(%d, %d, %v, %d) = %v, want nil", l.WorkerID, l.Generation, ttl, hw, err)
 	}
@@ -93,7 +95,7 @@ func testClaimConcurrent(t *testing.T, s store.LeaseStore) {
 	)
 	for i := range claimers {
 		wg.Go(func() {
-			l, err := s.ClaimWorker(ctxT(t), fmt.Sprintf("node-%d", i), 1023, longTTL)
+			l, err := s.ClaimWorker(ctxT(t), store.Claim{Owner: fmt.Sprintf("node-%d", i), MaxWorker: 1023, TTL: longTTL})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -138,7 +140,7 @@ func testClaimAfterExpiry(t *testing.T, s store.LeaseStore) {
 	if old.WorkerID != 0 || other.WorkerID != 1 {
 		t.Fatalf("claims got workers %d and %d, want 0 and 1", old.WorkerID, other.WorkerID)
 	}
-	if l, err := s.ClaimWorker(ctxT(t), "early", 1, longTTL); !errors.Is(err, store.ErrNoFreeWorker) {
+	if l, err := s.ClaimWorker(ctxT(t), store.Claim{Owner: "early", MaxWorker: 1, TTL: longTTL}); !errors.Is(err, store.ErrNoFreeWorker) {
 		t.Fatalf("ClaimWorker before expiry = %+v, %v, want %v", l, err, store.ErrNoFreeWorker)
 	}
 	waitExpired(t, old, returned)
@@ -146,7 +148,7 @@ func testClaimAfterExpiry(t *testing.T, s store.LeaseStore) {
 	if taker.WorkerID != 0 || taker.Generation != old.Generation+1 || taker.HighWaterMillis != 1234 || taker.Owner != "taker" {
 		t.Errorf("ClaimWorker after expiry = %+v, want worker 0, generation %d, high water 1234 kept, owner taker", taker, old.Generation+1)
 	}
-	if l, err := s.RenewWorker(ctxT(t), old.WorkerID, old.Generation, shortTTL, 9999); !errors.Is(err, store.ErrLeaseLost) {
+	if l, err := s.RenewWorker(ctxT(t), old.WorkerID, old.Generation, shortTTL, 9999, 0); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("RenewWorker by the old holder = %+v, %v, want %v", l, err, store.ErrLeaseLost)
 	}
 	if l := renew(t, s, taker, longTTL, 0); l.HighWaterMillis != 1234 {
@@ -182,7 +184,7 @@ func testRenewStale(t *testing.T, s store.LeaseStore) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.RenewWorker(ctxT(t), tt.giveWorker, tt.giveGeneration, longTTL, 5)
+			got, err := s.RenewWorker(ctxT(t), tt.giveWorker, tt.giveGeneration, longTTL, 5, 0)
 			if !errors.Is(err, store.ErrLeaseLost) {
 				t.Errorf("RenewWorker(%d, %d) = %+v, %v, want %v", tt.giveWorker, tt.giveGeneration, got, err, store.ErrLeaseLost)
 			}
@@ -224,7 +226,7 @@ func testRelease(t *testing.T, s store.LeaseStore) {
 	if err := s.ReleaseWorker(ctx, a.WorkerID, a.Generation); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("second ReleaseWorker by the old holder = %v, want %v", err, store.ErrLeaseLost)
 	}
-	if _, err := s.RenewWorker(ctx, c.WorkerID, c.Generation, longTTL, 0); err != nil {
+	if _, err := s.RenewWorker(ctx, c.WorkerID, c.Generation, longTTL, 0, 0); err != nil {
 		t.Errorf("the new holder's lease was disturbed: RenewWorker = %v", err)
 	}
 }
@@ -260,7 +262,7 @@ func testNoFreeWorker(t *testing.T, s store.LeaseStore) {
 			t.Fatalf("claim %d got worker %d", i, l.WorkerID)
 		}
 	}
-	l, err := s.ClaimWorker(ctxT(t), "late", 2, longTTL)
+	l, err := s.ClaimWorker(ctxT(t), store.Claim{Owner: "late", MaxWorker: 2, TTL: longTTL})
 	if !errors.Is(err, store.ErrNoFreeWorker) || !strings.Contains(err.Error(), "0..2") {
 		t.Errorf("ClaimWorker with IDs 0..2 taken = %+v, %v, want %v naming 0..2", l, err, store.ErrNoFreeWorker)
 	}
@@ -270,7 +272,7 @@ func testNoFreeWorker(t *testing.T, s store.LeaseStore) {
 // smaller one never hands out IDs beyond it.
 func testWiderRange(t *testing.T, s store.LeaseStore) {
 	claim(t, s, "a", 0, longTTL)
-	if _, err := s.ClaimWorker(ctxT(t), "b", 0, longTTL); !errors.Is(err, store.ErrNoFreeWorker) {
+	if _, err := s.ClaimWorker(ctxT(t), store.Claim{Owner: "b", MaxWorker: 0, TTL: longTTL}); !errors.Is(err, store.ErrNoFreeWorker) {
 		t.Errorf("ClaimWorker(maxWorker 0) with 0 taken = %v, want %v", err, store.ErrNoFreeWorker)
 	}
 	if l := claim(t, s, "c", 4095, longTTL); l.WorkerID != 1 {
@@ -284,17 +286,161 @@ func testLeaseBadArgs(t *testing.T, s store.LeaseStore) {
 		name string
 		call func() error
 	}{
-		{"claim maxWorker -1", func() error { _, err := s.ClaimWorker(ctx, "x", -1, time.Second); return err }},
-		{"claim maxWorker too big", func() error { _, err := s.ClaimWorker(ctx, "x", store.MaxLeaseWorker+1, time.Second); return err }},
-		{"claim zero TTL", func() error { _, err := s.ClaimWorker(ctx, "x", 10, 0); return err }},
-		{"claim TTL too long", func() error { _, err := s.ClaimWorker(ctx, "x", 10, 25*time.Hour); return err }},
-		{"renew negative worker", func() error { _, err := s.RenewWorker(ctx, -1, 1, time.Second, 0); return err }},
-		{"renew negative high water", func() error { _, err := s.RenewWorker(ctx, 0, 1, time.Second, -1); return err }},
-		{"renew tiny TTL", func() error { _, err := s.RenewWorker(ctx, 0, 1, time.Millisecond, 0); return err }},
+		{"claim maxWorker -1", func() error {
+			_, err := s.ClaimWorker(ctx, store.Claim{Owner: "x", MaxWorker: -1, TTL: time.Second})
+			return err
+		}},
+		{"claim maxWorker too big", func() error {
+			_, err := s.ClaimWorker(ctx, store.Claim{Owner: "x", MaxWorker: store.MaxLeaseWorker + 1, TTL: time.Second})
+			return err
+		}},
+		{"claim zero TTL", func() error { _, err := s.ClaimWorker(ctx, store.Claim{Owner: "x", MaxWorker: 10, TTL: 0}); return err }},
+		{"claim TTL too long", func() error {
+			_, err := s.ClaimWorker(ctx, store.Claim{Owner: "x", MaxWorker: 10, TTL: 25 * time.Hour})
+			return err
+		}},
+		{"renew negative worker", func() error { _, err := s.RenewWorker(ctx, -1, 1, time.Second, 0, 0); return err }},
+		{"renew negative high water", func() error { _, err := s.RenewWorker(ctx, 0, 1, time.Second, -1, 0); return err }},
+		{"renew tiny TTL", func() error { _, err := s.RenewWorker(ctx, 0, 1, time.Millisecond, 0, 0); return err }},
 	}
 	for _, tt := range tests {
 		if err := tt.call(); !errors.Is(err, store.ErrBadLease) {
 			t.Errorf("%s: error %v, want %v", tt.name, err, store.ErrBadLease)
+		}
+	}
+}
+
+// testRange: claims stay inside MinWorker..MaxWorker, lowest first, and a
+// full range says which one it searched.
+func testRange(t *testing.T, s store.LeaseStore) {
+	in := func(owner string) store.Claim {
+		return store.Claim{Owner: owner, MinWorker: 512, MaxWorker: 514, TTL: longTTL}
+	}
+	for i := range 3 {
+		l, err := s.ClaimWorker(ctxT(t), in(fmt.Sprint("r", i)))
+		if err != nil || l.WorkerID != 512+int64(i) {
+			t.Fatalf("ClaimWorker(512..514) #%d = %+v, %v, want worker %d", i, l, err, 512+i)
+		}
+	}
+	l, err := s.ClaimWorker(ctxT(t), in("late"))
+	if !errors.Is(err, store.ErrNoFreeWorker) || !strings.Contains(err.Error(), "512..514") {
+		t.Errorf("ClaimWorker(512..514) with all taken = %+v, %v, want %v naming 512..514", l, err, store.ErrNoFreeWorker)
+	}
+	// The full range 0..1023 still starts at 0: the range's rows did not
+	// take the lower IDs.
+	if got := claim(t, s, "low", 1023, longTTL); got.WorkerID != 0 {
+		t.Errorf("ClaimWorker(0..1023) after 512..514 = worker %d, want 0", got.WorkerID)
+	}
+	bad := store.Claim{Owner: "x", MinWorker: 5, MaxWorker: 4, TTL: longTTL}
+	if _, err := s.ClaimWorker(ctxT(t), bad); !errors.Is(err, store.ErrBadLease) {
+		t.Errorf("ClaimWorker(5..4) = %v, want %v", err, store.ErrBadLease)
+	}
+}
+
+// testLiveHolders: the live rows carry the clock their holders reported with
+// the last claim or renewal; expired and released rows are not listed.
+func testLiveHolders(t *testing.T, s store.LeaseStore) {
+	ctx := ctxT(t)
+	a, err := s.ClaimWorker(ctx, store.Claim{Owner: "a", MaxWorker: 1023, TTL: longTTL, ClockMillis: 1_700_000_000_000})
+	if err != nil || a.ClockMillis != 1_700_000_000_000 {
+		t.Fatalf("ClaimWorker with a clock = %+v, %v, want ClockMillis kept", a, err)
+	}
+	b := claim(t, s, "b", 1023, longTTL)
+	c := claim(t, s, "c", 1023, shortTTL)
+	if r, err := s.RenewWorker(ctx, b.WorkerID, b.Generation, longTTL, 0, 1_800_000_000_000); err != nil || r.ClockMillis != 1_800_000_000_000 {
+		t.Fatalf("RenewWorker with a clock = %+v, %v", r, err)
+	}
+	if err := s.ReleaseWorker(ctx, a.WorkerID, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	waitExpired(t, c, time.Now())
+	a2, err := s.ClaimWorker(ctx, store.Claim{Owner: "a2", MaxWorker: 1023, TTL: longTTL, ClockMillis: 1_750_000_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	hs, now, err := s.LiveHolders(ctx)
+	if err != nil {
+		t.Fatalf("LiveHolders() = %v", err)
+	}
+	if d := now.Sub(before); d < -time.Second || d > time.Second {
+		t.Errorf("LiveHolders: database now %v, local %v", now, before)
+	}
+	want := []store.Holder{{WorkerID: a2.WorkerID, Owner: "a2", ClockMillis: 1_750_000_000_000}, {WorkerID: b.WorkerID, Owner: "b", ClockMillis: 1_800_000_000_000}}
+	if len(hs) != len(want) {
+		t.Fatalf("LiveHolders() = %+v, want %+v (the released and the expired row left out)", hs, want)
+	}
+	for i, h := range hs {
+		w := want[i]
+		if h.WorkerID != w.WorkerID || h.Owner != w.Owner || h.ClockMillis != w.ClockMillis {
+			t.Errorf("LiveHolders()[%d] = %+v, want %+v", i, h, w)
+		}
+		if h.WrittenAt.After(now) || now.Sub(h.WrittenAt) > 30*time.Second {
+			t.Errorf("LiveHolders()[%d].WrittenAt = %v, database now %v", i, h.WrittenAt, now)
+		}
+	}
+}
+
+// ClaimRounds and Claimers size RunClaimRace.
+const (
+	ClaimRounds = 5
+	Claimers    = 16
+)
+
+// RunClaimRace runs Claimers concurrent claims on the handles (one or more
+// stores on the same fresh, migrated database; handles[i%len(handles)] for
+// claimer i), ClaimRounds times, and fails unless every round hands out
+// Claimers distinct worker IDs, each to one claimer. Between rounds every
+// lease is released, so each round races for the same lowest rows. Run it
+// also on a store whose claim reads without its lock (TiDB's SKIP LOCKED
+// neither locks nor skips): only the claim's guarded UPDATE then keeps the
+// claimers apart, and without the guard several claimers get one ID.
+func RunClaimRace(t *testing.T, handles []store.LeaseStore) {
+	for round := range ClaimRounds {
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex // guards got and errs
+			got   []store.Lease
+			errs  []error
+			start = make(chan struct{})
+		)
+		for i := range Claimers {
+			s := handles[i%len(handles)]
+			wg.Go(func() {
+				<-start
+				l, err := s.ClaimWorker(ctxT(t), store.Claim{Owner: fmt.Sprintf("r%d-c%d", round, i), MaxWorker: 1023, TTL: longTTL})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				got = append(got, l)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if len(errs) > 0 {
+			t.Fatalf("round %d: %d of %d claims failed, first: %v", round, len(errs), Claimers, errs[0])
+		}
+		holders := map[int64][]string{}
+		for _, l := range got {
+			holders[l.WorkerID] = append(holders[l.WorkerID], l.Owner)
+		}
+		if len(holders) != Claimers {
+			var shared []string
+			for id, owners := range holders {
+				if len(owners) > 1 {
+					shared = append(shared, fmt.Sprintf("worker %d held by %v", id, owners))
+				}
+			}
+			slices.Sort(shared)
+			t.Fatalf("round %d: %d claimers got %d distinct worker IDs: %s", round, Claimers, len(holders), strings.Join(shared, "; "))
+		}
+		for _, l := range got {
+			if err := handles[0].ReleaseWorker(ctxT(t), l.WorkerID, l.Generation); err != nil {
+				t.Fatalf("round %d: ReleaseWorker(%d, %d) = %v: the claim's generation is not the row's", round, l.WorkerID, l.Generation, err)
+			}
 		}
 	}
 }

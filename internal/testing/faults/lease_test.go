@@ -158,7 +158,7 @@ func sqlLeaseLost(t *testing.T, kind string) {
 // its database through a proxy that delays every answer, so each lease
 // renewal (and each high-water store, which is a renewal) takes that long
 // (on MariaDB four times: BEGIN, UPDATE, SELECT, COMMIT). The server is
-// killed with -9 while a request waits on such a renewal, and restarted on
+// killed with -9 while a high-water store is in flight, and restarted on
 // the same data dir: kills times, then once more after the TTL, so that the
 // last start takes back the first worker ID with the high-water mark the
 // interrupted renewal may have committed. No ID repeats.
@@ -220,10 +220,9 @@ func sqlLeaseKill(t *testing.T, kind string, trips, kills int, delay time.Durati
 			stop()
 			p.Kill9()
 		} else {
-			// Kill while a probe request waits on the database: the
-			// generator blocks on the high-water store, a lease renewal,
-			// whose answer the proxy delays.
-			if killDuringWait(p, delay, 15*time.Second) {
+			// Kill while the high-water store, a lease renewal whose
+			// answer the proxy delays, is in flight.
+			if killDuringStore(p, delay, 15*time.Second) {
 				hits++
 			}
 			killing.Lock()
@@ -241,7 +240,7 @@ func sqlLeaseKill(t *testing.T, kind string, trips, kills int, delay time.Durati
 		all.add(ids, errs, worst)
 	}
 	if hits == 0 {
-		t.Errorf("no kill landed while a request waited on a renewal")
+		t.Errorf("no kill landed while a high-water store (a renewal) was in flight")
 	}
 	if workers[kills] != workers[0] {
 		t.Logf("last start took worker %d, not the first one %d", workers[kills], workers[0])
@@ -250,28 +249,48 @@ func sqlLeaseKill(t *testing.T, kind string, trips, kills int, delay time.Durati
 	r.Scenario, r.Recovery = "3 process killed", "restart"
 	r.Cmd = "go test -race -count=1 -run '^TestSQLLeaseKillDuringRenewal$/^" + kind + "$/^" + delay.String() + "$' ./faults/"
 	r.Size = fmt.Sprintf("SQL lease source (%s +%v per answer), kill -9 during a lease renewal, %d kills, then a restart after the TTL", name, delay, kills)
-	r.Note = fmt.Sprintf("%d/%d kills landed while a request waited on the renewal (high-water store); worker IDs by round %v; conn = request cut by the kill", hits, kills, workers)
+	r.Note = fmt.Sprintf("%d/%d kills landed while a high-water store (a renewal) was in flight; worker IDs by round %v; conn = request cut by the kill", hits, kills, workers)
 	report.add(t, r)
 }
 
-// killDuringWait sends probe requests to p until one is still unanswered
-// after wait/2 (the generator blocks on a high-water store, i.e. a lease
-// renewal whose answers the proxy delays) and reports whether that
-// happened within limit. The caller kills p right after.
-func killDuringWait(p *servertest.Proc, wait, limit time.Duration) bool {
+// killDuringStore waits, with p under load, until a high-water store (a
+// lease renewal whose answers the proxy delays) is in flight, and reports
+// whether that happened within limit; the caller kills p right after. Since
+// issue 15 the generator stores the next mark in the background once the
+// clock is within 1 s (a third of the 3 s window) of the stored one, so that
+// requests rarely wait on it: the store begins at mark − 1 s and lasts at
+// least delay, and the status page shows the same mark and store count
+// until it has returned.
+func killDuringStore(p *servertest.Proc, delay, limit time.Duration) bool {
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_, _, _ = p.Get(context.Background(), "/api/snowflake/get/probe")
-		}()
-		select {
-		case <-done:
-		case <-time.After(wait / 2):
+		mark, stores, ok := highWater(p)
+		if !ok {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		time.Sleep(time.Until(mark.Add(-time.Second + delay/2)))
+		if m, n, ok := highWater(p); ok && m.Equal(mark) && n == stores {
 			return true
 		}
 	}
 	return false
+}
+
+// highWater reads the generator's stored mark and store count from p's
+// status page.
+func highWater(p *servertest.Proc) (time.Time, int64, bool) {
+	code, body, err := p.Get(context.Background(), "/api/v1/snowflake/status")
+	if err != nil || code != 200 {
+		return time.Time{}, 0, false
+	}
+	var s struct {
+		HighWater       time.Time `json:"highWater"`
+		HighWaterStores int64     `json:"highWaterStores"`
+	}
+	if json.Unmarshal([]byte(body), &s) != nil || s.HighWater.IsZero() {
+		return time.Time{}, 0, false
+	}
+	return s.HighWater, s.HighWaterStores, true
 }
 
 // leaseLost reports whether p's SQL lease is lost for good (status API).

@@ -224,7 +224,7 @@ func tidbLeaseClaim(t *testing.T, dbDSN, mode string) {
 			<-gate
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			leases[i], errs[i] = stores[i].ClaimWorker(ctx, fmt.Sprintf("claimer-%d", i), 1023, time.Minute)
+			leases[i], errs[i] = stores[i].ClaimWorker(ctx, store.Claim{Owner: fmt.Sprintf("claimer-%d", i), MaxWorker: 1023, TTL: time.Minute})
 		})
 	}
 	ready.Wait()

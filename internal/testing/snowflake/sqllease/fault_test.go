@@ -175,7 +175,7 @@ func testCutConnection(t *testing.T, srv server) {
 		t.Errorf("A refused %v after its last successful renewal was sent, want within TTL - margin = %v (+1 s slack)", d, opts.TTL-opts.Margin)
 	}
 	// A stopped before the TTL ended at the database: nobody can claim yet.
-	if l, err := direct.ClaimWorker(ctx, "probe", layout.MaxWorker(), opts.TTL); !errors.Is(err, store.ErrNoFreeWorker) {
+	if l, err := direct.ClaimWorker(ctx, store.Claim{Owner: "probe", MaxWorker: layout.MaxWorker(), TTL: opts.TTL}); !errors.Is(err, store.ErrNoFreeWorker) {
 		t.Fatalf("ClaimWorker right after A stopped = %+v, %v; want %v (the database's TTL still running)", l, err, store.ErrNoFreeWorker)
 	}
 
