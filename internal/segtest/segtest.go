@@ -41,7 +41,7 @@ func OpenDB(t testing.TB, dsnStr string) *DB {
 	if err != nil {
 		t.Fatalf("dsn.Open(%s): %v", dsn.Redact(dsnStr), err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { _ = st.Close() }) // the test is over; a close error changes nothing
 	c, err := dsn.Parse(dsnStr)
 	if err != nil {
 		t.Fatalf("dsn.Parse: %v", err)
@@ -123,7 +123,7 @@ func NewGen(t testing.TB, st segment.Store, cfg segment.Config) *segment.Generat
 	if err != nil {
 		t.Fatalf("segment.New: %v", err)
 	}
-	t.Cleanup(func() { g.Close() })
+	t.Cleanup(func() { _ = g.Close() }) // Close always returns nil
 	return g
 }
 
