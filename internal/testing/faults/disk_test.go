@@ -25,7 +25,7 @@ import (
 // and filled by a file that a goroutine keeps topping up, so that no write
 // of the server can slip through. Layouts:
 //
-//   - marks: the data directory (segment-marks.json) on the full disk, the
+//   - marks: the data directory (segment-marks.log) on the full disk, the
 //     store on the shared PostgreSQL: every allocation commits, but its
 //     high-water mark cannot be written, so the segment must not be served;
 //   - sqlite: the SQLite file on the full disk, the data directory elsewhere;
@@ -88,7 +88,7 @@ func TestFullDisk(t *testing.T) {
 			durable := func() int64 {
 				mark := int64(math.MaxInt64)
 				if slices.Contains(onFullFS, "marks") {
-					mark = min(mark, fileMark(t, filepath.Join(dataDir, "segment-marks.json"), tag))
+					mark = min(mark, fileMark(t, filepath.Join(dataDir, marksLog), tag))
 				}
 				if slices.Contains(onFullFS, "sqlite") {
 					mark = min(mark, d.maxID(t, tag))
