@@ -32,7 +32,7 @@ func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
 		h.disabled(w, r, "segment", "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn")
 		return
 	}
-	id, err := h.d.Segment.Get(r.Context(), key)
+	id, err := h.d.Segment.GetFor(r.Context(), key, clientAddr(r))
 	if err != nil {
 		h.leafError(w, r, segment.Code(err), err)
 		return

@@ -20,8 +20,9 @@ type Generator struct {
 	cfg     Config
 	clock   Clock
 	log     *slog.Logger
-	limiter *rate.Limiter // nil when miss lookups are disabled
-	marks   Marks         // nil: marks are not persisted
+	marks Marks // nil: marks are not persisted
+	// miss holds the per-client miss-lookup limiters and the lookup batch.
+	miss missLookups
 
 	marksMu sync.Mutex // guards highs
 	// highs is the high-water mark of every tag ever loaded or read from
@@ -85,9 +86,7 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 		g.highs = m
 		g.log.Info("segment: high-water marks loaded", "tags", len(m))
 	}
-	if cfg.MissLookupRate > 0 {
-		g.limiter = rate.NewLimiter(rate.Limit(cfg.MissLookupRate), cfg.MissLookupBurst)
-	}
+	g.miss.limiters = map[string]*rate.Limiter{}
 	empty := map[string]*buffer{}
 	g.cache.Store(&empty)
 	g.root, g.cancel = context.WithCancel(context.Background())

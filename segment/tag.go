@@ -64,7 +64,7 @@ var spentSegment = func() *segment {
 // [ErrNotInitialized] when the tag list was never read and the database does
 // not answer, [ErrClosed] after Close.
 func (g *Generator) Tag(ctx context.Context, tag string) (*Tag, error) {
-	b, err := g.lookup(tag)
+	b, err := g.lookup(ctx, tag, "")
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,9 @@ import (
 //
 //   - marks: the data directory (segment-marks.log) on the full disk, the
 //     store on the shared PostgreSQL: every allocation commits, but its
-//     high-water mark cannot be written, so the segment must not be served;
+//     high-water mark cannot be written, so the segment must not be served
+//     (first uses of 600 other tags spend the slack of the log's last
+//     page, where appends still fit);
 //   - sqlite: the SQLite file on the full disk, the data directory elsewhere;
 //   - both: leaf-go's default layout, the SQLite file and the marks in one
 //     data directory on the full disk;
@@ -62,6 +64,9 @@ func TestFullDisk(t *testing.T) {
 				dataDir = full
 				d = newDB(t, "postgres")
 				d.create(t, tag, 1, 100)
+				for i := range spillTags {
+					d.create(t, fmt.Sprintf("spill-%03d", i), int64(i+1)*tagSpace, 10)
+				}
 				args = append(args, "--segment-dsn", d.direct, "--data-dir", dataDir)
 				name, onFullFS = "PostgreSQL store, data directory on a full disk", []string{"marks"}
 			case "sqlite":
@@ -117,6 +122,13 @@ func TestFullDisk(t *testing.T) {
 
 			tl.startFault()
 			f := fill(t, full)
+			// The marks log appends in place: a record fits into the slack
+			// of the file's last page, which a full tmpfs still has. New
+			// tags, one load each, spend it, so that the log meets ENOSPC.
+			spilled := 0
+			if layout == "marks" {
+				wg.Go(func() { spilled = spillMarks(ctx, p, spillTags) })
+			}
 			time.Sleep(100 * time.Millisecond) // a write already past its data may still land
 			markAtFull := durable()
 			var maxAtFull, maxAtEnd int64
@@ -177,7 +189,7 @@ func TestFullDisk(t *testing.T) {
 				r.Note += fmt.Sprintf("; the durable mark changed while full (%d → %d)", markAtFull, markAtEnd)
 			}
 			if layout == "marks" {
-				r.Note += fmt.Sprintf("; max_id %d → %d while full (allocated, refused, never served)", maxAtFull, maxAtEnd)
+				r.Note += fmt.Sprintf("; max_id %d → %d while full (allocated, refused, never served); %d of %d new tags served, the rest refused, filling the marks log's last page", maxAtFull, maxAtEnd, spilled, spillTags)
 			}
 			report.add(t, r)
 		})

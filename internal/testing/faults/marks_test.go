@@ -231,3 +231,19 @@ func TestMarksLogDamage(t *testing.T) {
 	r.Note = "torn tail cut at the restart (logged), serving on; damage in the middle: exit 1 before listening, naming what to do"
 	report.add(t, r)
 }
+
+// spillTags is how many tags TestFullDisk/marks loads once each to spend the
+// slack of the marks log's last page (a record of a spill tag is 25 bytes).
+const spillTags = 600
+
+// spillMarks asks p for spill-000, spill-001, … once each, in turn, until
+// ctx ends or all were asked, and returns how many answered 200.
+func spillMarks(ctx context.Context, p *servertest.Proc, n int) int {
+	ok := 0
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		if status, _, err := p.Get(ctx, fmt.Sprintf("/api/segment/get/spill-%03d", i)); err == nil && status == 200 {
+			ok++
+		}
+	}
+	return ok
+}
