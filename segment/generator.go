@@ -16,10 +16,10 @@ import (
 // as Leaf's SegmentIDGenImpl. All methods are safe for concurrent use. It owns
 // a tag-refresh goroutine and the background loads; Close stops them.
 type Generator struct {
-	st      Store
-	cfg     Config
-	clock   Clock
-	log     *slog.Logger
+	st    Store
+	cfg   Config
+	clock Clock
+	log   *slog.Logger
 	marks Marks // nil: marks are not persisted
 	// miss holds the per-client miss-lookup limiters and the lookup batch.
 	miss missLookups
