@@ -116,7 +116,7 @@ func TestMissFlood(t *testing.T) {
 			t.Errorf("flood answer %q (%d times), want only -2 and -4", k, codes[k])
 		}
 	}
-	r := row{Scenario: "8 hostile clients", Size: "PostgreSQL, 8 connections of random tag names from one address, a new tag asked by another",
+	r := row{Scenario: "5 hostile input", Size: "PostgreSQL, 8 connections of random tag names from one address, a new tag asked by another",
 		IDs: 1, Errors: map[string]int{"500 -2": codes["500 -2"], "500 -4": codes["500 -4"]}, Recovery: "n/a",
 		Cmd:  "go test -race -count=1 -run '^TestMissFlood$' ./faults/",
 		Note: fmt.Sprintf("%d flood requests; the other client's new tag served %v after its insert (bound 2 s)", sent.Load(), served.Round(time.Millisecond))}
