@@ -256,15 +256,31 @@ func (f *LogMarks) Store(ctx context.Context, tag string, maxID int64) error {
 	return f.StoreAll(ctx, map[string]int64{tag: maxID})
 }
 
-// StoreAll is Store for many tags at once, in one write. Marks below 1 and
-// tags that cannot be written (empty, longer than 128 characters, not UTF-8)
-// are an error; nothing is stored then.
+// StoreAll is Store for many tags at once, in one write. A mark below 1 or
+// a tag that cannot be written (empty, longer than 128 characters, not
+// UTF-8) is left out and named in the error, after the others are stored.
 func (f *LogMarks) StoreAll(ctx context.Context, marks map[string]int64) error {
+	var bad error
 	for t, v := range marks {
 		if t == "" || !utf8.ValidString(t) || utf8.RuneCountInString(t) > 128 || v < 1 {
-			return fmt.Errorf("high-water mark %q = %d cannot be stored: tag must be 1 to 128 characters of UTF-8, mark >= 1", t, v)
+			bad = fmt.Errorf("high-water mark %q = %d cannot be stored: tag must be 1 to 128 characters of UTF-8, mark >= 1", t, v)
+			marks = maps.Clone(marks)
+			for t, v := range marks {
+				if t == "" || !utf8.ValidString(t) || utf8.RuneCountInString(t) > 128 || v < 1 {
+					delete(marks, t)
+				}
+			}
+			break
 		}
 	}
+	if err := f.storeAll(marks); err != nil {
+		return err
+	}
+	return bad
+}
+
+// storeAll is StoreAll for valid marks.
+func (f *LogMarks) storeAll(marks map[string]int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	changed := false

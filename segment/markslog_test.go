@@ -52,9 +52,13 @@ func TestLogMarks(t *testing.T) {
 		t.Errorf("log size = %d, want %d (header and 4 records)", st.Size(), want)
 	}
 	for _, bad := range []map[string]int64{{"": 5}, {"x": 0}, {strings.Repeat("x", 129): 5}, {"\xff": 5}} {
+		bad["good"] = 9
 		if err := f.StoreAll(ctx, bad); err == nil {
 			t.Errorf("StoreAll(%v) = nil, want an error", bad)
 		}
+	}
+	if m := loadLog(t, path); m["good"] != 9 || len(m) != 4 {
+		t.Errorf("after StoreAll with bad entries the log holds %v, want the good mark stored, nothing else", m)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/segment"
 )
 
 // TestFullDisk: the filesystem under the server's state fills up while 8
@@ -190,6 +191,19 @@ func TestFullDisk(t *testing.T) {
 			}
 			if layout == "marks" {
 				r.Note += fmt.Sprintf("; max_id %d → %d while full (allocated, refused, never served); %d of %d new tags served, the rest refused, filling the marks log's last page", maxAtFull, maxAtEnd, spilled, spillTags)
+				// The failed appends left the log whole: a restart loads it
+				// (a write cut short and followed by a shorter one would
+				// leave damage in the middle, refused at start).
+				p.Kill9()
+				<-p.Done()
+				if _, err := segment.ReadMarksLog(filepath.Join(dataDir, marksLog)); err != nil {
+					t.Errorf("marks log after the full disk: %v", err)
+				}
+				p2 := start(t, t.TempDir(), args...)
+				if status, body, err := p2.Get(context.Background(), path); err != nil || status != 200 {
+					t.Errorf("GET %s after a restart on the marks log of the full disk = %d %s, %v; want 200", path, status, body, err)
+				}
+				r.Note += "; a restart loaded the log and served"
 			}
 			report.add(t, r)
 		})
