@@ -18,8 +18,10 @@ import (
 // two seconds after a lookup found none, and for any tag not in the cache
 // when miss lookups are disabled); [ErrNoSegment] when no segment is ready in
 // time, the load failed, the tag is in backoff after a failure (wrapping
-// the store error, or ctx's cause when ctx ended the wait), or the tag is
-// not in the cache and the miss-lookup rate limit is spent (retry later);
+// the store error, or ctx's cause when ctx ended the wait), or the lookup of
+// a tag not in the cache failed or took longer than [Config.WaitTimeout];
+// [ErrMissLimited] when the tag is not in the cache and the caller's
+// miss-lookup limit is spent (retry later; see [Generator.GetFor]);
 // [ErrNotInitialized] when the tag is unknown, the tag list was never read and
 // the database does not answer; [ErrClosed] after Close.
 //
