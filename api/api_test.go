@@ -133,8 +133,9 @@ func TestSegmentGetUnknownTagIsLeafError(t *testing.T) {
 }
 
 // TestMissLookupLimitSpentIsRetryable: a tag not in the cache that finds the
-// miss-lookup limit spent was not looked up: Leaf's route answers -3, the
-// JSON API 503 with Retry-After, never "not found".
+// client's miss-lookup limit spent was not looked up: Leaf's route answers
+// -5 (its own code, not -3, which points at the database), the JSON API 429
+// miss_lookup_limited with Retry-After, never "not found".
 func TestMissLookupLimitSpentIsRetryable(t *testing.T) {
 	ctx := context.Background()
 	st, err := dsn.Open(ctx, dbtest.SQLite(t), true)
@@ -157,8 +158,8 @@ func TestMissLookupLimitSpentIsRetryable(t *testing.T) {
 	if err := st.Create(ctx, store.Row{BizTag: "new", MaxID: 1, Step: 10}); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	if got := do(t, "GET", srv.URL+"/api/segment/get/new"); got.status != 500 || !strings.Contains(got.body, "id=-3") {
-		t.Errorf("GET /api/segment/get/new = %d %s, want 500 id=-3", got.status, got.body)
+	if got := do(t, "GET", srv.URL+"/api/segment/get/new"); got.status != 500 || !strings.Contains(got.body, "Result{id=-5, status=EXCEPTION}") {
+		t.Errorf("GET /api/segment/get/new = %d %s, want 500 id=-5", got.status, got.body)
 	}
 	resp, err := http.Get(srv.URL + "/api/v1/segment/new")
 	if err != nil {
@@ -166,9 +167,9 @@ func TestMissLookupLimitSpentIsRetryable(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" ||
-		!strings.Contains(string(body), `"leafCode":-3`) || !strings.Contains(string(body), "rate limit") {
-		t.Errorf("GET /api/v1/segment/new = %d Retry-After %q %s, want 503 with Retry-After, leafCode -3 and the reason",
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), `"code":"miss_lookup_limited"`) ||
+		!strings.Contains(string(body), `"leafCode":-5`) || !strings.Contains(string(body), "lookups of unknown tags") {
+		t.Errorf("GET /api/v1/segment/new = %d Retry-After %q %s, want 429 miss_lookup_limited with Retry-After, leafCode -5 and the reason",
 			resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 }

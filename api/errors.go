@@ -34,7 +34,8 @@ type leafErrorBody struct {
 // leafError answers a failed Leaf-compatible request exactly as Leaf does:
 // HTTP 500 and message "Result{id=<code>, status=EXCEPTION}", as Spring's
 // JSON error body or, for a browser's Accept header, its HTML error page.
-// Codes: segment -1 not initialised, -2 tag unknown, -3 no segment ready;
+// Codes: segment -1 not initialised, -2 tag unknown, -3 no segment ready,
+// -5 (ours) this client's lookups of unknown tags are spent;
 // snowflake -1 clock still behind, -2 interrupted, -3 clock moved back > 5 ms.
 // The code goes to the metrics middleware too (recordLeafCode), which counts
 // failed segment requests by it.
@@ -42,8 +43,9 @@ func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, 
 	if code == 0 {
 		code = -3
 	}
-	if code != -2 {
-		// Unknown tags are the caller's mistake; everything else is ours.
+	if code != -2 && code != -5 {
+		// Unknown tags and a spent lookup limit are the caller's doing;
+		// everything else is ours.
 		h.logIDFailure(r.Context(), "id request failed",
 			err, slog.String("path", r.URL.Path), slog.Int64("code", code),
 			slog.String("request_id", requestID(r)))
@@ -248,13 +250,16 @@ type apiErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Path    string `json:"path"`
-	// LeafCode is Leaf's result code (-1, -2, -3) for failed ID requests.
+	// LeafCode is Leaf's result code (-1, -2, -3, or our -4 and -5) for failed ID
+	// requests.
 	LeafCode int64 `json:"leafCode,omitempty"`
 }
 
 // idError answers a failed JSON-API ID request with an honest status: 404
-// for an unknown tag, 503 with Retry-After for everything that passes (no
-// segment ready, clock behind), with Leaf's code alongside.
+// for an unknown tag, 429 miss_lookup_limited with Retry-After when this
+// client's lookups of unknown tags are spent (-5), 503 with Retry-After for
+// everything else that passes (no segment ready, clock behind), with Leaf's
+// code alongside.
 func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64, notFound bool, err error) {
 	status, code := http.StatusServiceUnavailable, "not_ready"
 	switch {
@@ -262,11 +267,13 @@ func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64
 		status, code = http.StatusNotFound, "tag_not_found"
 	case leafCode == -1:
 		code = "not_initialized"
+	case leafCode == -5:
+		status, code = http.StatusTooManyRequests, "miss_lookup_limited"
 	}
 	if st, c := snowflakeFailure(err); c != "" {
 		status, code = st, c
 	}
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		retry := time.Second
 		var cb *snowflake.ClockBackwardsError
 		if errors.As(err, &cb) && cb.Behind > retry {

@@ -36,7 +36,7 @@ func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
 	if h.groupLeafGet(w, r, key) { // grouped tag or period row (group.go)
 		return
 	}
-	id, err := h.d.Segment.Get(r.Context(), key)
+	id, err := h.d.Segment.GetFor(r.Context(), key, clientAddr(r))
 	if err != nil {
 		h.leafError(w, r, segment.Code(err), err)
 		return

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,9 +167,14 @@ func (t *tracker) isServed(tag string) bool {
 // The JSON of GET /api/v1/segment/buffers. IDs and counters that can pass
 // 2^53 are strings; steps (at most 2^31) are numbers.
 type buffersJSON struct {
-	Time              time.Time    `json:"time"`
-	RunwayWarnSeconds float64      `json:"runwayWarnSeconds"`
-	Buffers           []bufferJSON `json:"buffers"`
+	Time              time.Time `json:"time"`
+	RunwayWarnSeconds float64   `json:"runwayWarnSeconds"`
+	// Total is the number of buffers that match the prefix; Buffers holds
+	// at most limit of them, from the cursor on.
+	Total   int          `json:"total"`
+	Buffers []bufferJSON `json:"buffers"`
+	// Next is the cursor of the next page; "" (omitted) on the last page.
+	Next string `json:"next,omitempty"`
 }
 
 type bufferJSON struct {
@@ -270,21 +278,151 @@ func toJSON(v bufferView) bufferJSON {
 	return b
 }
 
-// segmentBuffers serves GET /api/v1/segment/buffers: every buffer of the
-// generator, sorted by tag.
+// Paging of GET /api/v1/segment/buffers.
+const (
+	defaultBuffersLimit = 100
+	maxBuffersLimit     = 1000
+)
+
+// bufferOrder is the order of the buffers route: "runway" (the default:
+// tags refusing segments first, then by runway, shortest first, tags
+// without a runway — not loaded yet, or idle — last, ties by tag) or
+// "tag" (by tag).
+type bufferOrder string
+
+// before reports whether a sorts before b in order o.
+func (o bufferOrder) before(a, b bufferView) bool {
+	if o == "runway" {
+		if a.Refusing != b.Refusing {
+			return a.Refusing
+		}
+		ra, rb := runwayKey(a), runwayKey(b)
+		if ra != rb {
+			return ra < rb
+		}
+	}
+	return a.BizTag < b.BizTag
+}
+
+// runwayKey is v's runway for sorting: +Inf when it has none.
+func runwayKey(v bufferView) float64 {
+	if !v.InitOK {
+		return math.Inf(1)
+	}
+	return v.Runway
+}
+
+// cursorOf is the cursor that starts the page after v: the sort key of v.
+// For "runway" it is "<r|i>:<runway>:<tag>" (r for a refusing tag), for
+// "tag" the tag. Cursors are opaque to clients.
+func (o bufferOrder) cursorOf(v bufferView) string {
+	if o != "runway" {
+		return "t:" + v.BizTag
+	}
+	flag := "i"
+	if v.Refusing {
+		flag = "r"
+	}
+	return flag + ":" + strconv.FormatFloat(runwayKey(v), 'g', -1, 64) + ":" + v.BizTag
+}
+
+// parseCursor turns a cursor back into a view with the cursor's sort key;
+// ok is false for a cursor this order did not make.
+func (o bufferOrder) parseCursor(c string) (v bufferView, ok bool) {
+	if o != "runway" {
+		tag, ok := strings.CutPrefix(c, "t:")
+		return bufferView{BufferStats: segment.BufferStats{BizTag: tag}}, ok
+	}
+	flag, rest, ok1 := strings.Cut(c, ":")
+	num, tag, ok2 := strings.Cut(rest, ":")
+	r, err := strconv.ParseFloat(num, 64)
+	if !ok1 || !ok2 || (flag != "r" && flag != "i") || err != nil || math.IsNaN(r) {
+		return bufferView{}, false
+	}
+	v = bufferView{BufferStats: segment.BufferStats{BizTag: tag, Refusing: flag == "r", InitOK: !math.IsInf(r, 1)}, Runway: r}
+	return v, true
+}
+
+// segmentBuffers serves GET /api/v1/segment/buffers: the buffers whose tag
+// starts with ?prefix= (default all), in ?sort= order (runway, the default,
+// or tag), at most ?limit= of them (1 to 1,000, default 100), from ?cursor=
+// on (the "next" of the previous page). The answer holds the number of
+// matching buffers and, while more remain, the cursor of the next page. The
+// order is of the snapshot each request takes: a tag whose runway changed
+// between two pages may show on both or on neither. Errors: 400 bad_limit,
+// bad_sort, bad_cursor.
 func (o *ops) segmentBuffers(w http.ResponseWriter, r *http.Request) {
 	if o.tracker == nil {
 		o.h.disabled(w, r, "segment", enableSegment)
 		return
 	}
+	q := r.URL.Query()
+	limit := defaultBuffersLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxBuffersLimit {
+			o.h.apiError(w, r, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be an integer from 1 to %d, got %q", maxBuffersLimit, s))
+			return
+		}
+		limit = n
+	}
+	order := bufferOrder(q.Get("sort"))
+	switch order {
+	case "":
+		order = "runway"
+	case "runway", "tag":
+	default:
+		o.h.apiError(w, r, http.StatusBadRequest, "bad_sort", fmt.Sprintf("sort must be runway or tag, got %q", order))
+		return
+	}
+	var after *bufferView
+	if c := q.Get("cursor"); c != "" {
+		v, ok := order.parseCursor(c)
+		if !ok {
+			o.h.apiError(w, r, http.StatusBadRequest, "bad_cursor", fmt.Sprintf("cursor %q was not made by this route with sort=%s: use the next of the previous page", c, order))
+			return
+		}
+		after = &v
+	}
+	prefix := q.Get("prefix")
+
 	views := o.tracker.sample()
+	match := views[:0]
+	for _, v := range views {
+		if strings.HasPrefix(v.BizTag, prefix) {
+			match = append(match, v)
+		}
+	}
+	slices.SortFunc(match, func(a, b bufferView) int {
+		switch {
+		case order.before(a, b):
+			return -1
+		case order.before(b, a):
+			return 1
+		}
+		return 0
+	})
+	start := 0
+	if after != nil {
+		start, _ = slices.BinarySearchFunc(match, *after, func(e, t bufferView) int {
+			if order.before(t, e) {
+				return 1 // e comes after the cursor's item: the page may start here
+			}
+			return -1
+		})
+	}
+	end := min(start+limit, len(match))
 	out := buffersJSON{
 		Time:              o.h.d.Now().UTC(),
 		RunwayWarnSeconds: o.runwayWarn.Seconds(),
-		Buffers:           make([]bufferJSON, len(views)),
+		Total:             len(match),
+		Buffers:           make([]bufferJSON, 0, end-start),
 	}
-	for i, v := range views {
-		out.Buffers[i] = toJSON(v)
+	for _, v := range match[start:end] {
+		out.Buffers = append(out.Buffers, toJSON(v))
+	}
+	if end < len(match) && end > start {
+		out.Next = order.cursorOf(match[end-1])
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, out)

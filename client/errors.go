@@ -197,6 +197,8 @@ func kindOf(r route, e *Error) error {
 		return ErrNotInitialized
 	case e.LeafCode == -3 || e.Status == 503:
 		return ErrNotReady
+	case e.LeafCode == -5 || e.Status == 429: // this client's lookups of new tags are spent: retry later
+		return ErrNotReady
 	}
 	return nil
 }

@@ -31,6 +31,8 @@ func TestNewError(t *testing.T) {
 		{"leaf snowflake clock behind", sf, 500, leaf("-1"), ErrNotReady, -1, "", true},
 		{"leaf snowflake clock back", sf, 500, leaf("-3"), ErrNotReady, -3, "", true},
 		{"leaf snowflake high-water mark not stored", sf, 500, leaf("-4"), ErrNotReady, -4, "", true},
+		{"leaf miss lookups spent", seg, 500, leaf("-5"), ErrNotReady, -5, "", true},
+		{"batch miss lookups spent", segBatch, 429, `{"status":429,"code":"miss_lookup_limited","message":"m","path":"/x","leafCode":-5}`, ErrNotReady, -5, "miss_lookup_limited", true},
 		{"leaf snowflake interrupted", sf, 500, leaf("-2"), nil, -2, "", true},
 		{"leaf-go disabled", seg, 503, `{"timestamp":1,"status":503,"error":"segment mode is disabled","message":"start leaf-server with --segment","path":"/x"}`, ErrDisabled, 0, "", true},
 		{"batch disabled", sfBatch, 503, `{"timestamp":1,"status":503,"error":"snowflake mode is disabled","message":"how","path":"/x"}`, ErrDisabled, 0, "", true},

@@ -16,12 +16,13 @@ import (
 // as Leaf's SegmentIDGenImpl. All methods are safe for concurrent use. It owns
 // a tag-refresh goroutine and the background loads; Close stops them.
 type Generator struct {
-	st      Store
-	cfg     Config
-	clock   Clock
-	log     *slog.Logger
-	limiter *rate.Limiter // nil when miss lookups are disabled
-	marks   Marks         // nil: marks are not persisted
+	st    Store
+	cfg   Config
+	clock Clock
+	log   *slog.Logger
+	marks Marks // nil: marks are not persisted
+	// miss holds the per-client miss-lookup limiters and the lookup batch.
+	miss missLookups
 
 	marksMu sync.Mutex // guards highs
 	// highs is the high-water mark of every tag ever loaded or read from
@@ -85,9 +86,7 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 		g.highs = m
 		g.log.Info("segment: high-water marks loaded", "tags", len(m))
 	}
-	if cfg.MissLookupRate > 0 {
-		g.limiter = rate.NewLimiter(rate.Limit(cfg.MissLookupRate), cfg.MissLookupBurst)
-	}
+	g.miss.limiters = map[string]*rate.Limiter{}
 	empty := map[string]*buffer{}
 	g.cache.Store(&empty)
 	g.root, g.cancel = context.WithCancel(context.Background())

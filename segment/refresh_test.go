@@ -152,14 +152,15 @@ func TestRefreshKeepsNewerMiss(t *testing.T) {
 	}
 }
 
-// slowTagsAfterFirst lets New's first Rows through and slows later ones.
+// slowTagsAfterFirst slows only the second Rows (the test's Refresh): New's
+// first and the miss lookups' later ones go through.
 type slowTagsAfterFirst struct {
 	*slowTags
 	calls atomic.Int64
 }
 
 func (s *slowTagsAfterFirst) Rows(ctx context.Context) ([]store.Row, error) {
-	if s.calls.Add(1) == 1 {
+	if s.calls.Add(1) != 2 {
 		return s.slowTags.Store.Rows(ctx)
 	}
 	return s.slowTags.Rows(ctx)

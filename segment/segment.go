@@ -87,14 +87,14 @@ var (
 	// tag (a lookup that found none is remembered for two seconds), when the
 	// tag was removed by a refresh, or for a tag not in the cache when miss
 	// lookups are disabled (Leaf code -2, EXCEPTION_ID_KEY_NOT_EXISTS).
-	// A spent miss-lookup rate limit is [ErrNoSegment]: nobody looked.
+	// A spent miss-lookup limit is [ErrMissLimited]: nobody looked.
 	ErrTagNotFound = errors.New("segment: biz tag not found")
 	// ErrNoSegment is returned by Get when the current segment is spent and
 	// no next segment arrived within [Config.WaitTimeout] (or the caller's
 	// context ended first), when a load failed (the store error is wrapped),
-	// while a failed tag is in backoff, or for a tag not in the cache when
-	// the miss-lookup rate limit is spent (Leaf code -3,
-	// EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL).
+	// while a failed tag is in backoff, or when the lookup of a tag not in
+	// the cache failed or was not answered within [Config.WaitTimeout]
+	// (Leaf code -3, EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL).
 	ErrNoSegment = errors.New("segment: no segment ready")
 	// ErrRewound is returned (wrapped in [ErrNoSegment]) when the store hands
 	// out a segment that starts below the tag's high-water mark, the
@@ -106,10 +106,16 @@ var (
 	ErrRewound = errors.New("segment: store went back in time")
 	// ErrClosed is returned by Get after Close (Code maps it to -3).
 	ErrClosed = errors.New("segment: generator closed")
+	// ErrMissLimited is returned by Get and Tag for a tag not in the cache
+	// when the calling client's miss-lookup limit ([Config.MissLookupRate],
+	// per [WithClient] address) is spent: nobody looked; retry later. Code
+	// -5 (ours; Leaf has no such code).
+	ErrMissLimited = errors.New("segment: miss-lookup limit of this client spent")
 )
 
 // Code maps an error from Get to Leaf's result code: 0 for nil, -1 for
-// [ErrNotInitialized], -2 for [ErrTagNotFound], and -3 for [ErrNoSegment],
+// [ErrNotInitialized], -2 for [ErrTagNotFound], -5 for [ErrMissLimited] (ours),
+// and -3 for [ErrNoSegment],
 // [ErrClosed] and any other error (Leaf's EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL
 // is its catch-all for "no ID now").
 func Code(err error) int64 {
@@ -120,6 +126,8 @@ func Code(err error) int64 {
 		return -1
 	case errors.Is(err, ErrTagNotFound):
 		return -2
+	case errors.Is(err, ErrMissLimited):
+		return -5
 	default:
 		return -3
 	}
@@ -211,16 +219,20 @@ type Config struct {
 	// No caller waits that long: Get waits at most WaitTimeout, for a first
 	// segment too, while the load goes on. Default 5 s.
 	LoadTimeout time.Duration
-	// MissLookupRate is the number of database lookups per second allowed
-	// for tags not in the cache, so that probing random tags cannot flood
-	// the database. Past the limit such a tag answers [ErrNoSegment] (retry
-	// later); a tag a lookup found without a row answers [ErrTagNotFound] for
-	// two seconds without another lookup, so a client looping on one
-	// misspelt tag does not spend the limit. Default 10; a negative value
-	// disables miss lookups (unknown tags then answer [ErrTagNotFound] until
-	// the periodic refresh lists them, as in Leaf).
+	// MissLookupRate is the number of lookups of tags not in the cache
+	// allowed per second to each client (the address [WithClient] put into
+	// the context; calls without one share the client ""), so that one
+	// client probing random tags neither floods the database nor spends
+	// other clients' lookups. Past its limit a client's unknown tag answers
+	// [ErrMissLimited] (retry later); a tag a lookup found without a row
+	// answers [ErrTagNotFound] for two seconds without another lookup, and
+	// names missing within 5 ms of each other share one query (see
+	// miss.go). Default 10; a negative value disables miss lookups (unknown
+	// tags then answer [ErrTagNotFound] until the periodic refresh lists
+	// them, as in Leaf).
 	MissLookupRate float64
-	// MissLookupBurst is the burst of the miss-lookup limiter. Default 20.
+	// MissLookupBurst is the burst of each client's miss-lookup limiter.
+	// Default 20.
 	MissLookupBurst int
 	// RetryMin and RetryMax bound the exponential backoff after a failed
 	// load; the current segment keeps serving meanwhile. Defaults 100 ms

@@ -69,6 +69,72 @@
 
   const rows = new Map(); // biz_tag -> row parts
 
+  // The buffers route pages: the dashboard asks for one page of PAGE tags,
+  // worst runway first (or by tag), whose tag starts with the search text.
+  // cursors[i] is the cursor of page i (page 0: ""); the server's "next"
+  // extends it. A new search or order starts again at page 0.
+  const PAGE = 50;
+  const view = { prefix: "", sort: "runway", page: 0, cursors: [""] };
+  let pollTimer = null;
+
+  function buffersURL() {
+    const q = new URLSearchParams({ limit: String(PAGE), sort: view.sort });
+    if (view.prefix) q.set("prefix", view.prefix);
+    if (view.cursors[view.page]) q.set("cursor", view.cursors[view.page]);
+    return "/api/v1/segment/buffers?" + q.toString();
+  }
+
+  function pollNow() {
+    if (pollTimer !== null) clearTimeout(pollTimer);
+    pollTimer = null;
+    pollBuffers();
+  }
+
+  function restart() {
+    view.page = 0;
+    view.cursors = [""];
+    pollNow();
+  }
+
+  function drawPager(data) {
+    if (data.next) view.cursors[view.page + 1] = data.next;
+    else view.cursors.length = view.page + 1;
+    const first = view.page * PAGE;
+    const total = data.total || 0;
+    $("buffers-count").textContent = total === 0 ? "no matching tags" :
+      "tags " + fmtInt(String(first + 1)) + "–" + fmtInt(String(first + data.buffers.length)) +
+      " of " + fmtInt(String(total)) + (view.sort === "runway" ? ", shortest runway first" : ", by tag");
+    $("buffers-prev").disabled = view.page === 0;
+    $("buffers-next").disabled = !data.next;
+  }
+
+  function setupBufferControls() {
+    let debounce = null;
+    $("buffers-search").addEventListener("input", (ev) => {
+      if (debounce !== null) clearTimeout(debounce);
+      debounce = setTimeout(() => {
+        view.prefix = ev.target.value.trim();
+        restart();
+      }, 250);
+    });
+    $("buffers-sort").addEventListener("change", (ev) => {
+      view.sort = ev.target.value;
+      restart();
+    });
+    $("buffers-prev").addEventListener("click", () => {
+      if (view.page > 0) {
+        view.page--;
+        pollNow();
+      }
+    });
+    $("buffers-next").addEventListener("click", () => {
+      if (view.cursors[view.page + 1]) {
+        view.page++;
+        pollNow();
+      }
+    });
+  }
+
   function segmentBar(parent) {
     const box = el("div", "seg");
     const bar = el("div", "bar");
@@ -145,7 +211,7 @@
         r = newRow(b.bizTag);
         rows.set(b.bizTag, r);
       }
-      body.appendChild(r.tr); // keeps the server's order (sorted by tag)
+      body.appendChild(r.tr); // keeps the server's order
       r.issued.textContent = fmtInt(b.issued) + " issued" + (b.initOk ? "" : " · not loaded yet");
       b.segments.forEach((s, i) => drawSegment(r.segs[i], s, b));
       r.step.textContent = fmtInt(String(b.step)) + " / " + fmtInt(String(b.minStep));
@@ -168,12 +234,14 @@
     }
     const empty = body.querySelector("tr.empty");
     if (empty) empty.hidden = rows.size > 0;
+    drawPager(data);
   }
 
   async function pollBuffers() {
     let next = POLL_MS;
     try {
-      const resp = await fetch("/api/v1/segment/buffers", { cache: "no-store" });
+      const asked = buffersURL();
+      const resp = await fetch(asked, { cache: "no-store" });
       if (resp.status === 503 || resp.status === 404) {
         $("segment-off").hidden = false;
         $("buffers").hidden = true;
@@ -181,7 +249,9 @@
       } else if (resp.ok) {
         $("segment-off").hidden = true;
         $("buffers").hidden = false;
-        drawBuffers(await resp.json());
+        const data = await resp.json();
+        // A page asked before the search or the page changed is stale.
+        if (asked === buffersURL()) drawBuffers(data);
       } else {
         throw new Error("HTTP " + resp.status);
       }
@@ -193,7 +263,8 @@
       r.textContent = "disconnected: " + e.message;
       r.classList.add("error");
     }
-    setTimeout(pollBuffers, next);
+    if (pollTimer !== null) clearTimeout(pollTimer);
+    pollTimer = setTimeout(pollBuffers, next);
   }
 
   // ---- snowflake status ---------------------------------------------------
@@ -358,6 +429,7 @@
   }
 
   initInspector();
+  setupBufferControls();
   pollBuffers();
   pollSnowflake();
 })();

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -92,6 +93,11 @@ type Config struct {
 	WaitTimeout time.Duration
 	// RefreshInterval is how often the biz_tag list is re-read. Default 60 s.
 	RefreshInterval time.Duration
+	// MarksCompactBytes is the size, in bytes, below which the high-water
+	// marks log (<DataDir>/segment-marks.log) is never compacted; past it
+	// and past twice the size of one record per tag, it is. Default 1 MiB;
+	// at least 1. Small values are for tests that want compactions often.
+	MarksCompactBytes int64
 	// ShutdownTimeout bounds the graceful drain on SIGTERM. Default 10 s.
 	ShutdownTimeout time.Duration
 	// DemoTag inserts Leaf's sample row leaf-segment-test (max_id 1, step
@@ -115,26 +121,27 @@ type Config struct {
 // embedded SQLite store under ./data with segment mode on.
 func DefaultConfig() Config {
 	return Config{
-		Listen:           "127.0.0.1:8080",
-		SegmentEnabled:   true,
-		SnowflakeEnabled: true,
-		WorkerIDSource:   "static",
-		LeafName:         "com.sankuai.leaf.opensource.test",
-		MaxPeerClockSkew: 10 * time.Second,
-		EpochMillis:      snowflake.DefaultEpochMillis,
-		TimeBits:         41,
-		WorkerBits:       10,
-		SequenceBits:     12,
-		RandomStart:      true,
-		Migrate:          true,
-		DataDir:          "./data",
-		WaitTimeout:      time.Second,
-		WorkerIDMax:      -1,
-		RefreshInterval:  time.Minute,
-		ShutdownTimeout:  10 * time.Second,
-		DemoTag:          true,
-		LogFormat:        "text",
-		LogLevel:         "info",
+		Listen:            "127.0.0.1:8080",
+		SegmentEnabled:    true,
+		SnowflakeEnabled:  true,
+		WorkerIDSource:    "static",
+		LeafName:          "com.sankuai.leaf.opensource.test",
+		MaxPeerClockSkew:  10 * time.Second,
+		EpochMillis:       snowflake.DefaultEpochMillis,
+		TimeBits:          41,
+		WorkerBits:        10,
+		SequenceBits:      12,
+		RandomStart:       true,
+		Migrate:           true,
+		DataDir:           "./data",
+		WaitTimeout:       time.Second,
+		WorkerIDMax:       -1,
+		RefreshInterval:   time.Minute,
+		MarksCompactBytes: segment.DefaultCompactBytes,
+		ShutdownTimeout:   10 * time.Second,
+		DemoTag:           true,
+		LogFormat:         "text",
+		LogLevel:          "info",
 	}
 }
 
@@ -201,6 +208,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.PprofListen, "pprof-listen", cfg.PprofListen, "serve net/http/pprof on this host:port (off when empty; keep it private)")
 	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", cfg.WaitTimeout, "longest wait for a segment load before answering -3")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", cfg.RefreshInterval, "how often the biz_tag list is re-read")
+	fs.Int64Var(&cfg.MarksCompactBytes, "marks-compact-bytes", cfg.MarksCompactBytes, "size in bytes below which the high-water marks log is never compacted")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest graceful drain on SIGTERM")
 	fs.BoolVar(&cfg.DemoTag, "demo-tag", cfg.DemoTag, "insert Leaf's sample tag leaf-segment-test when leaf_alloc is empty")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
@@ -316,6 +324,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxPeerClockSkew < 0 {
 		errs = append(errs, errors.New("--max-peer-clock-skew must be 0 (off) or positive"))
+	}
+	if c.MarksCompactBytes < 1 {
+		errs = append(errs, errors.New("--marks-compact-bytes must be at least 1"))
 	}
 	switch c.LogFormat {
 	case "text", "json":

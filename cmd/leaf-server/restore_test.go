@@ -82,7 +82,7 @@ func TestRestoreDrill(t *testing.T) {
 			}
 			<-p.Done()
 
-			marks, err := segment.NewFileMarks(filepath.Join(dataDir, "segment-marks.json")).Load(ctx)
+			marks, err := segment.ReadMarksLog(filepath.Join(dataDir, "segment-marks.log"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -29,8 +29,11 @@ func startSegment(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 		}
 	}
 	loads := api.NewLoadMetrics() // counts and times every load for /metrics
-	// Restore safety: per-tag high-water marks survive restarts in the data dir.
-	marks := segment.NewFileMarks(filepath.Join(cfg.DataDir, "segment-marks.json"))
+	// Restore safety: per-tag high-water marks survive restarts in the data
+	// dir, in an append-only log; the JSON file of older versions is imported.
+	marks := segment.NewLogMarks(filepath.Join(cfg.DataDir, "segment-marks.log"),
+		filepath.Join(cfg.DataDir, "segment-marks.json"), log)
+	marks.CompactBytes = cfg.MarksCompactBytes
 	gen, err := segment.New(ctx, st, segment.Config{
 		WaitTimeout:     cfg.WaitTimeout,
 		RefreshInterval: cfg.RefreshInterval,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/segment"
 )
 
 // TestFullDisk: the filesystem under the server's state fills up while 8
@@ -25,9 +26,11 @@ import (
 // and filled by a file that a goroutine keeps topping up, so that no write
 // of the server can slip through. Layouts:
 //
-//   - marks: the data directory (segment-marks.json) on the full disk, the
+//   - marks: the data directory (segment-marks.log) on the full disk, the
 //     store on the shared PostgreSQL: every allocation commits, but its
-//     high-water mark cannot be written, so the segment must not be served;
+//     high-water mark cannot be written, so the segment must not be served
+//     (first uses of 600 other tags spend the slack of the log's last
+//     page, where appends still fit);
 //   - sqlite: the SQLite file on the full disk, the data directory elsewhere;
 //   - both: leaf-go's default layout, the SQLite file and the marks in one
 //     data directory on the full disk;
@@ -62,6 +65,9 @@ func TestFullDisk(t *testing.T) {
 				dataDir = full
 				d = newDB(t, "postgres")
 				d.create(t, tag, 1, 100)
+				for i := range spillTags {
+					d.create(t, fmt.Sprintf("spill-%03d", i), int64(i+1)*tagSpace, 10)
+				}
 				args = append(args, "--segment-dsn", d.direct, "--data-dir", dataDir)
 				name, onFullFS = "PostgreSQL store, data directory on a full disk", []string{"marks"}
 			case "sqlite":
@@ -88,7 +94,7 @@ func TestFullDisk(t *testing.T) {
 			durable := func() int64 {
 				mark := int64(math.MaxInt64)
 				if slices.Contains(onFullFS, "marks") {
-					mark = min(mark, fileMark(t, filepath.Join(dataDir, "segment-marks.json"), tag))
+					mark = min(mark, fileMark(t, filepath.Join(dataDir, marksLog), tag))
 				}
 				if slices.Contains(onFullFS, "sqlite") {
 					mark = min(mark, d.maxID(t, tag))
@@ -117,6 +123,13 @@ func TestFullDisk(t *testing.T) {
 
 			tl.startFault()
 			f := fill(t, full)
+			// The marks log appends in place: a record fits into the slack
+			// of the file's last page, which a full tmpfs still has. New
+			// tags, one load each, spend it, so that the log meets ENOSPC.
+			spilled := 0
+			if layout == "marks" {
+				wg.Go(func() { spilled = spillMarks(ctx, p, spillTags) })
+			}
 			time.Sleep(100 * time.Millisecond) // a write already past its data may still land
 			markAtFull := durable()
 			var maxAtFull, maxAtEnd int64
@@ -177,7 +190,20 @@ func TestFullDisk(t *testing.T) {
 				r.Note += fmt.Sprintf("; the durable mark changed while full (%d → %d)", markAtFull, markAtEnd)
 			}
 			if layout == "marks" {
-				r.Note += fmt.Sprintf("; max_id %d → %d while full (allocated, refused, never served)", maxAtFull, maxAtEnd)
+				r.Note += fmt.Sprintf("; max_id %d → %d while full (allocated, refused, never served); %d of %d new tags served, the rest refused, filling the marks log's last page", maxAtFull, maxAtEnd, spilled, spillTags)
+				// The failed appends left the log whole: a restart loads it
+				// (a write cut short and followed by a shorter one would
+				// leave damage in the middle, refused at start).
+				p.Kill9()
+				<-p.Done()
+				if _, err := segment.ReadMarksLog(filepath.Join(dataDir, marksLog)); err != nil {
+					t.Errorf("marks log after the full disk: %v", err)
+				}
+				p2 := start(t, t.TempDir(), args...)
+				if status, body, err := p2.Get(context.Background(), path); err != nil || status != 200 {
+					t.Errorf("GET %s after a restart on the marks log of the full disk = %d %s, %v; want 200", path, status, body, err)
+				}
+				r.Note += "; a restart loaded the log and served"
 			}
 			report.add(t, r)
 		})

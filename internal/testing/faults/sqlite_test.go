@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store/dsn"
 )
 
@@ -208,7 +208,7 @@ func TestSQLiteTwoServers(t *testing.T) {
 			var worst [2]int64
 			var wg sync.WaitGroup
 			if mode == "shared-data-dir" {
-				wg.Go(func() { backward, worst = watchMark(ctx, filepath.Join(shared, "segment-marks.json"), tag) })
+				wg.Go(func() { backward, worst = watchMark(ctx, filepath.Join(shared, marksLog), tag) })
 			}
 			drive(ctx, targets)
 			wg.Wait()
@@ -235,7 +235,7 @@ func TestSQLiteTwoServers(t *testing.T) {
 			r.Cmd = "go test -race -count=1 -run '^TestSQLiteTwoServers$/^" + mode + "$' ./faults/"
 			r.Note = fmt.Sprintf("%d committed segments; %d SQLITE_BUSY logged; server marks %v", len(d.ranges(t, tag)), busy, highs)
 			if mode == "shared-data-dir" {
-				file := fileMark(t, filepath.Join(shared, "segment-marks.json"), tag)
+				file := fileMark(t, filepath.Join(shared, marksLog), tag)
 				r.Note += fmt.Sprintf(", marks file %d at the end; %s", file, refusedNote)
 				if file < highs[0] || backward > 0 {
 					t.Errorf("marks file %d at the end (server's mark %d), went backwards %d times (e.g. %d after %d); want never below the server's",
@@ -272,7 +272,7 @@ func refusedSecond(t *testing.T, first *servertest.Proc, dataDir string, args []
 	return fmt.Sprintf("second server on the same --data-dir refused (exit 1 after %v, naming the dir and PID %s)", took.Round(time.Millisecond), m[1])
 }
 
-// fileMark reads the mark of tag from a FileMarks file; 0 when absent.
+// fileMark reads the mark of tag from a marks log; 0 when absent.
 func fileMark(t testing.TB, path, tag string) int64 {
 	t.Helper()
 	v, err := readMark(path, tag)
@@ -283,25 +283,14 @@ func fileMark(t testing.TB, path, tag string) int64 {
 }
 
 func readMark(path, tag string) (int64, error) {
-	b, err := os.ReadFile(path)
+	m, err := segment.ReadMarksLog(path)
 	if err != nil {
-		return 0, fmt.Errorf("read marks: %w", err)
+		return 0, err
 	}
-	var mf struct{ Marks map[string]string }
-	if err := json.Unmarshal(b, &mf); err != nil {
-		return 0, fmt.Errorf("marks file %s: %w", path, err)
-	}
-	if mf.Marks[tag] == "" {
-		return 0, nil
-	}
-	v, err := strconv.ParseInt(mf.Marks[tag], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("marks file %s: %w", path, err)
-	}
-	return v, nil
+	return m[tag], nil
 }
 
-// watchMark polls the mark of tag in a FileMarks file every 2 ms until ctx
+// watchMark polls the mark of tag in a marks log every 2 ms until ctx
 // ends and returns how often it was lower than a mark read before it, and
 // the lowest such reading below the highest seen then.
 func watchMark(ctx context.Context, path, tag string) (backward int, worst [2]int64) {
