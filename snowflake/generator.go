@@ -430,7 +430,7 @@ func (g *Generator) awaitMark(ctx context.Context, f *markFlight, deadline time.
 	case <-ctx.Done():
 		return interrupted(ctx.Err())
 	case <-timer.C:
-		return fmt.Errorf("%w: store %d: no answer within %v", ErrHighWater, f.mark, g.storeTimeout)
+		return fmt.Errorf("%w: not stored (%d): the store gave no answer within %v (is the database or disk that keeps it reachable?); no ID is issued past the last stored mark until a store succeeds", ErrHighWater, f.mark, g.storeTimeout)
 	}
 }
 

@@ -237,8 +237,8 @@ func TestHighWaterAhead(t *testing.T) {
 	clock.Set(start.Add(89 * time.Millisecond))
 	mustNext(t, g) // still below the mark: issued while the store hangs
 	clock.Set(start.Add(90 * time.Millisecond))
-	if id, err := g.Next(ctx); !errors.Is(err, snowflake.ErrHighWater) || snowflake.Code(err) != -1 {
-		t.Fatalf("Next() at the mark with the store hanging = %d, %v, want %v (code -1)", id, err, snowflake.ErrHighWater)
+	if id, err := g.Next(ctx); !errors.Is(err, snowflake.ErrHighWater) || snowflake.Code(err) != -4 {
+		t.Fatalf("Next() at the mark with the store hanging = %d, %v, want %v (code -4: the mark is not stored)", id, err, snowflake.ErrHighWater)
 	}
 	open()
 	id := mustNext(t, g)
