@@ -223,9 +223,13 @@ type LeaseStore interface {
 	// or may not have been renewed).
 	RenewWorker(ctx context.Context, workerID, generation int64, ttl time.Duration, highWaterMillis, clockMillis int64) (Lease, error)
 	// ReleaseWorker sets expires_at to the past (the Unix epoch) while the
-	// generation matches, so the worker ID is free at once. Errors:
-	// [ErrLeaseLost], or a driver error.
-	ReleaseWorker(ctx context.Context, workerID, generation int64) error
+	// generation matches, so the worker ID is free at once. A finalMarkMillis
+	// above 0 also sets high_water_ms to exactly it, lowering it if need be:
+	// the holder's last issued millisecond + 1 at a graceful stop (issue 15
+	// item 6), so that the next holder need not wait out the mark stored ahead
+	// of the clock; 0 keeps high_water_ms. Errors: [ErrLeaseLost], or a driver
+	// error.
+	ReleaseWorker(ctx context.Context, workerID, generation, finalMarkMillis int64) error
 	// LiveHolders returns every row whose lease has not expired at the
 	// database's now (all worker IDs, whatever range), lowest worker ID
 	// first, and that now: the peers of the clock check at start.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/servertest"
 	"github.com/leaf-go/leaf/internal/zktest"
 )
@@ -37,6 +38,9 @@ func TestGracefulRestartIssuesAtOnce(t *testing.T) {
 	}{
 		{name: "static", args: func(*testing.T) []string { return []string{"--worker-id", "3"} }},
 		{name: "zookeeper", args: zkArgs},
+		{name: "sql", args: func(t *testing.T) []string {
+			return []string{"--worker-id-source", "sql", "--segment-dsn", dbtest.Postgres(t)}
+		}},
 		{name: "static kill -9", args: func(*testing.T) []string { return []string{"--worker-id", "3"} }, crash: true},
 	}
 	for _, tt := range tests {

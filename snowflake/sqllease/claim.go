@@ -61,7 +61,7 @@ func claim(ctx context.Context, st Store, opts Options) (sent time.Time, kept st
 				continue
 			}
 			// The row's lease runs out by itself TTL later if this fails.
-			if rerr := st.ReleaseWorker(context.WithoutCancel(ctx), h.l.WorkerID, h.l.Generation); rerr != nil {
+			if rerr := st.ReleaseWorker(context.WithoutCancel(ctx), h.l.WorkerID, h.l.Generation, 0); rerr != nil {
 				opts.Logger.Warn("could not give back a skipped snowflake worker ID", "worker_id", h.l.WorkerID, "err", rerr)
 			}
 		}

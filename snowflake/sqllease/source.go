@@ -1,8 +1,11 @@
 package sqllease
 
 import (
+	"context"
 	"errors"
 	"time"
+
+	"github.com/leaf-go/leaf/snowflake"
 )
 
 // The rest of snowflake.Source: what the status page, /readyz and /metrics read.
@@ -54,4 +57,27 @@ func rfc3339(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
+}
+
+var _ snowflake.FinalHighWater = (*Lease)(nil)
+
+// StoreFinal implements [snowflake.FinalHighWater]: mark (the generator's last issued
+// millisecond + 1, given by Generator.Seal at a graceful stop) is written into the row by
+// Close, in the same UPDATE that releases the lease, lowering the mark stored ahead of the
+// clock, so that the next holder (this server restarted, or another) issues at once instead of
+// waiting up to the high-water window (issue 15 item 6). Until Close the row keeps its higher
+// mark; a Close whose release fails leaves it there, which only makes the next holder wait.
+// A mark at or below 0 is ignored.
+func (l *Lease) StoreFinal(_ context.Context, mark time.Time) error {
+	ms := mark.UnixMilli()
+	if ms <= 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.isLost {
+		return ErrLost
+	}
+	l.finalMark = ms
+	return nil
 }

@@ -53,7 +53,7 @@ func TestSource(t *testing.T) {
 		t.Errorf("Details() = %s, want owner a, ttlMs %d, not lost, an expiry", b, fast.TTL.Milliseconds())
 	}
 
-	if err := st.ReleaseWorker(ctx, l.WorkerID(), l.Generation()); err != nil {
+	if err := st.ReleaseWorker(ctx, l.WorkerID(), l.Generation(), 0); err != nil {
 		t.Fatal(err)
 	}
 	start(t, st, with(fast, "taker"))

@@ -90,7 +90,7 @@ type Store interface {
 	RenewWorker(ctx context.Context, workerID, generation int64, ttl time.Duration, highWaterMillis, clockMillis int64) (store.Lease, error)
 	// ReleaseWorker frees the worker ID at once while generation matches. Errors:
 	// store.ErrLeaseLost, driver errors.
-	ReleaseWorker(ctx context.Context, workerID, generation int64) error
+	ReleaseWorker(ctx context.Context, workerID, generation, finalMarkMillis int64) error
 	// LiveHolders lists the unexpired leases with the clocks their holders last reported,
 	// and the database's now.
 	LiveHolders(ctx context.Context) ([]store.Holder, time.Time, error)
@@ -208,6 +208,8 @@ type Lease struct {
 	lastErr error
 	// isLost and closed mirror the lost channel and Close.
 	isLost, closed bool
+	// finalMark is the mark StoreFinal gave (Unix ms; 0: none), written by Close's release.
+	finalMark int64
 }
 
 var _ snowflake.Source = (*Lease)(nil)
@@ -498,7 +500,10 @@ func (l *Lease) Close(ctx context.Context) error {
 		if lost {
 			return
 		}
-		err := l.st.ReleaseWorker(ctx, l.workerID, l.generation)
+		l.mu.Lock()
+		final := l.finalMark
+		l.mu.Unlock()
+		err := l.st.ReleaseWorker(ctx, l.workerID, l.generation, final)
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
 			l.log.Warn("snowflake worker ID was already taken over at release", "err", err)

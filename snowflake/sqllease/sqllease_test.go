@@ -123,7 +123,7 @@ func TestLostIsFinal(t *testing.T) {
 	if _, err := g.Next(ctx); err != nil {
 		t.Fatalf("Next() = %v", err)
 	}
-	if err := st.ReleaseWorker(ctx, old.WorkerID(), old.Generation()); err != nil {
+	if err := st.ReleaseWorker(ctx, old.WorkerID(), old.Generation(), 0); err != nil {
 		t.Fatal(err)
 	}
 	taker := start(t, st, sqllease.Options{Owner: "taker"})

@@ -248,11 +248,12 @@ func (s *Store) renew(ctx context.Context, c *sql.Conn, workerID, generation int
 }
 
 // ReleaseWorker implements [store.LeaseStore].
-func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation int64) error {
+func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation, finalMarkMillis int64) error {
 	return s.inTx(ctx, func(c *sql.Conn) error {
 		res, err := c.ExecContext(ctx, `UPDATE leaf_worker_lease
-			SET expires_at = `+epoch+`, updated_at = UTC_TIMESTAMP(3)
-			WHERE worker_id = ? AND generation = ?`, workerID, generation)
+			SET expires_at = `+epoch+`, updated_at = UTC_TIMESTAMP(3),
+			high_water_ms = IF(? > 0, ?, high_water_ms)
+			WHERE worker_id = ? AND generation = ?`, finalMarkMillis, finalMarkMillis, workerID, generation)
 		return lost(res, err, "release", workerID, generation)
 	})
 }

@@ -148,12 +148,13 @@ func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl
 }
 
 // ReleaseWorker implements [store.LeaseStore].
-func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation int64) error {
+func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation, finalMarkMillis int64) error {
 	var ct pgconn.CommandTag
 	err := s.retry(ctx, func() (err error) {
 		ct, err = s.pool.Exec(ctx, `
-		UPDATE leaf_worker_lease SET expires_at = '1970-01-01 00:00:00+00', updated_at = now()
-		WHERE worker_id = $1 AND generation = $2`, workerID, generation)
+		UPDATE leaf_worker_lease SET expires_at = '1970-01-01 00:00:00+00', updated_at = now(),
+			high_water_ms = CASE WHEN $3::bigint > 0 THEN $3::bigint ELSE high_water_ms END
+		WHERE worker_id = $1 AND generation = $2`, workerID, generation, finalMarkMillis)
 		return err
 	})
 	if err != nil {

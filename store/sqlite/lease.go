@@ -94,10 +94,11 @@ func (s *Store) RenewWorker(ctx context.Context, workerID, generation int64, ttl
 }
 
 // ReleaseWorker implements [store.LeaseStore].
-func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation int64) error {
+func (s *Store) ReleaseWorker(ctx context.Context, workerID, generation, finalMarkMillis int64) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE leaf_worker_lease
-		SET expires_at = `+epoch+`, updated_at = `+now+`
-		WHERE worker_id = ? AND generation = ?`, workerID, generation)
+		SET expires_at = `+epoch+`, updated_at = `+now+`,
+		high_water_ms = CASE WHEN ?1 > 0 THEN ?1 ELSE high_water_ms END
+		WHERE worker_id = ?2 AND generation = ?3`, finalMarkMillis, workerID, generation)
 	if err != nil {
 		return fmt.Errorf("release worker ID %d: %w", workerID, err)
 	}

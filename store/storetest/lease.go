@@ -213,17 +213,17 @@ func testRelease(t *testing.T, s store.LeaseStore) {
 	ctx := ctxT(t)
 	a := claim(t, s, "a", 1023, longTTL)
 	claim(t, s, "b", 1023, longTTL)
-	if err := s.ReleaseWorker(ctx, a.WorkerID, a.Generation+1); !errors.Is(err, store.ErrLeaseLost) {
+	if err := s.ReleaseWorker(ctx, a.WorkerID, a.Generation+1, 0); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("ReleaseWorker(%d, stale generation) = %v, want %v", a.WorkerID, err, store.ErrLeaseLost)
 	}
-	if err := s.ReleaseWorker(ctx, a.WorkerID, a.Generation); err != nil {
+	if err := s.ReleaseWorker(ctx, a.WorkerID, a.Generation, 0); err != nil {
 		t.Fatalf("ReleaseWorker(%d, %d) = %v, want nil", a.WorkerID, a.Generation, err)
 	}
 	c := claim(t, s, "c", 1023, longTTL)
 	if c.WorkerID != a.WorkerID || c.Generation != a.Generation+1 {
 		t.Errorf("ClaimWorker after release = %+v, want worker %d generation %d", c, a.WorkerID, a.Generation+1)
 	}
-	if err := s.ReleaseWorker(ctx, a.WorkerID, a.Generation); !errors.Is(err, store.ErrLeaseLost) {
+	if err := s.ReleaseWorker(ctx, a.WorkerID, a.Generation, 0); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("second ReleaseWorker by the old holder = %v, want %v", err, store.ErrLeaseLost)
 	}
 	if _, err := s.RenewWorker(ctx, c.WorkerID, c.Generation, longTTL, 0, 0); err != nil {
@@ -248,11 +248,24 @@ func testHighWater(t *testing.T, s store.LeaseStore) {
 			t.Errorf("RenewWorker(high water %d).HighWaterMillis = %d, want %d", tt.give, got.HighWaterMillis, tt.want)
 		}
 	}
-	if err := s.ReleaseWorker(ctx, l.WorkerID, l.Generation); err != nil {
+	if err := s.ReleaseWorker(ctx, l.WorkerID, l.Generation, 0); err != nil {
 		t.Fatal(err)
 	}
-	if got := claim(t, s, "y", 1023, longTTL); got.HighWaterMillis != 1700000000001 || !got.HighWater().Equal(time.UnixMilli(1700000000001)) {
-		t.Errorf("ClaimWorker after release: high water %d, want 1700000000001 kept in the row", got.HighWaterMillis)
+	y := claim(t, s, "y", 1023, longTTL)
+	if y.HighWaterMillis != 1700000000001 || !y.HighWater().Equal(time.UnixMilli(1700000000001)) {
+		t.Errorf("ClaimWorker after release: high water %d, want 1700000000001 kept in the row", y.HighWaterMillis)
+	}
+	// A graceful stop releases with its exact final mark, which may lower the row's: a stale
+	// generation changes nothing, the holder's own release sets it exactly.
+	if err := s.ReleaseWorker(ctx, y.WorkerID, y.Generation+1, 1600000000000); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("ReleaseWorker(stale generation, final mark) = %v, want %v", err, store.ErrLeaseLost)
+	}
+	if err := s.ReleaseWorker(ctx, y.WorkerID, y.Generation, 1650000000000); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(t, s, "z", 1023, longTTL); got.WorkerID != y.WorkerID || got.HighWaterMillis != 1650000000000 {
+		t.Errorf("ClaimWorker after a release with final mark 1650000000000: worker %d high water %d, want worker %d with the final mark",
+			got.WorkerID, got.HighWaterMillis, y.WorkerID)
 	}
 }
 
@@ -350,7 +363,7 @@ func testLiveHolders(t *testing.T, s store.LeaseStore) {
 	if r, err := s.RenewWorker(ctx, b.WorkerID, b.Generation, longTTL, 0, 1_800_000_000_000); err != nil || r.ClockMillis != 1_800_000_000_000 {
 		t.Fatalf("RenewWorker with a clock = %+v, %v", r, err)
 	}
-	if err := s.ReleaseWorker(ctx, a.WorkerID, a.Generation); err != nil {
+	if err := s.ReleaseWorker(ctx, a.WorkerID, a.Generation, 0); err != nil {
 		t.Fatal(err)
 	}
 	waitExpired(t, c, time.Now())
@@ -438,7 +451,7 @@ func RunClaimRace(t *testing.T, handles []store.LeaseStore) {
 			t.Fatalf("round %d: %d claimers got %d distinct worker IDs: %s", round, Claimers, len(holders), strings.Join(shared, "; "))
 		}
 		for _, l := range got {
-			if err := handles[0].ReleaseWorker(ctxT(t), l.WorkerID, l.Generation); err != nil {
+			if err := handles[0].ReleaseWorker(ctxT(t), l.WorkerID, l.Generation, 0); err != nil {
 				t.Fatalf("round %d: ReleaseWorker(%d, %d) = %v: the claim's generation is not the row's", round, l.WorkerID, l.Generation, err)
 			}
 		}
