@@ -64,6 +64,8 @@ type Worker struct {
 	// askedMillis is the highest mark a Store call for the generator returned nil for, Unix ms:
 	// the generator issued no ID at or past it.
 	askedMillis int64
+	// finalMillis is the exact mark StoreFinal gave at a graceful stop (0: none).
+	finalMillis int64
 	// lastKeepAlive is the local wall instant before the last successful keepalive was sent.
 	lastKeepAlive time.Time
 	// keepAlives, failures and consecutive count successful keepalives, failed ones, and

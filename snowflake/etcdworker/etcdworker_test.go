@@ -326,6 +326,37 @@ func TestHighWater(t *testing.T) {
 		t.Logf("Close lowered the mark from %+v to %+v ahead of the last ID", time.Duration(bg-lastMs)*time.Millisecond, time.Duration(after-lastMs)*time.Millisecond)
 	})
 
+	// A graceful stop (Generator.Seal, then Close) leaves exactly the last issued ms + 1 in the
+	// key, so that a restart issues at once (issue 15 item 6).
+	t.Run("seal-exact", func(t *testing.T) {
+		o := opts(t, c)
+		o.MaxWorker = 0
+		w := claimT(t, o)
+		g := gen(t, w)
+		var last int64
+		for range 1000 {
+			id, err := g.Next(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = id
+		}
+		if err := g.Seal(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r, err := cli.Get(context.Background(), highWaterKey(o.Prefix, 0))
+		if err != nil || len(r.Kvs) != 1 {
+			t.Fatalf("mark after Close: %v %v", r, err)
+		}
+		after, _ := strconv.ParseInt(string(r.Kvs[0].Value), 10, 64)
+		if want := snowflake.DefaultLayout().Decompose(last).Millis + 1; after != want {
+			t.Fatalf("mark after Seal and Close %d, want the last ID's ms + 1 = %d", after, want)
+		}
+	})
+
 	t.Run("far-ahead", func(t *testing.T) {
 		o := opts(t, c)
 		o.MaxWorker = 1

@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leaf-go/leaf/snowflake"
 )
 
 // run keeps the lease alive every KeepAlive (KeepAlive/2 after a failure) until ctx is
@@ -193,6 +195,9 @@ func (w *Worker) asked(ms int64) {
 func (w *Worker) lowerMark(ctx context.Context) {
 	w.mu.Lock()
 	mark, stored := max(w.askedMillis, w.floorMillis), w.markMillis
+	if w.finalMillis > 0 { // the generator's exact last issued ms + 1 (Seal)
+		mark = w.finalMillis
+	}
 	w.mu.Unlock()
 	if mark <= 0 || mark >= stored {
 		return
@@ -232,4 +237,26 @@ func (w *Worker) Close(ctx context.Context) error {
 		_ = w.cli.Close()
 	})
 	return w.closeErr
+}
+
+var _ snowflake.FinalHighWater = (*Worker)(nil)
+
+// StoreFinal implements [snowflake.FinalHighWater]: mark (the generator's last issued
+// millisecond + 1, given by Generator.Seal at a graceful stop) replaces the highest asked mark
+// as what Close lowers the high-water key to before it revokes the lease, so that the next
+// holder issues at once instead of waiting up to the mark stored ahead (issue 15 item 6). The
+// key is written by Close, fenced by the claim; if that write fails the key keeps its higher
+// mark, which only makes the next holder wait. A mark at or below 0 is ignored.
+func (w *Worker) StoreFinal(_ context.Context, mark time.Time) error {
+	ms := mark.UnixMilli()
+	if ms <= 0 {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lostReason != "" {
+		return fmt.Errorf("etcdworker: final mark not stored: %s", w.lostReason)
+	}
+	w.finalMillis = ms
+	return nil
 }
