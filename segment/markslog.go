@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -499,3 +500,19 @@ func readMarksLog(path string) (marks map[string]int64, good, total int64, err e
 const marksAdvice = "The server does not start with it, since the marks guard against handing out IDs twice after a restore of leaf_alloc (docs/contract.md §2.6). " +
 	"To start: make sure leaf_alloc was not restored from a backup since this server last ran (its max_id values are not below what was handed out), " +
 	"then move the file away; the marks are rebuilt from the max_id values at the first tag refresh"
+
+// ReadMarksFile reads a server's restore marks at path without changing anything, whichever
+// file it is: the marks log ([LogMarks], recognised by its header line) or the JSON file of
+// [FileMarks] (an older server's segment-marks.json). A missing or unreadable file is an
+// error: a guard that checks a new max_id against the marks must not pass for want of them.
+// For tools (leafctl's --marks); the server uses [LogMarks.Load].
+func ReadMarksFile(ctx context.Context, path string) (map[string]int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read high-water marks: %w", err)
+	}
+	if strings.HasPrefix(string(b), marksLogHeader) {
+		return ReadMarksLog(path)
+	}
+	return NewFileMarks(path).Load(ctx)
+}

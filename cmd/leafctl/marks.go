@@ -48,7 +48,7 @@ func (m *markGuard) check(ctx context.Context, e env, tag, flag string, level in
 	var mark int64
 	var from string
 	for _, p := range m.files {
-		marks, err := segment.NewFileMarks(p).Load(ctx)
+		marks, err := segment.ReadMarksFile(ctx, p)
 		if err != nil {
 			return fmt.Errorf("--marks: %w", err)
 		}

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/leaf-go/leaf/internal/dbtest"
+	"github.com/leaf-go/leaf/segment"
 )
 
 // TestTagMarksGuard is issue 16 item 8 for leafctl: with a server's
@@ -48,6 +51,28 @@ func TestTagMarksGuard(t *testing.T) {
 		out := leafctl(t, opts{}, append(tt.args, "--dsn", d)...)
 		if out.err == nil || out.code != tt.wantCode || (tt.wantErr != nil && !errors.Is(out.err, tt.wantErr)) || !strings.Contains(out.err.Error(), tt.wantIn) {
 			t.Errorf("%s: leafctl %s = exit %d, %v; want exit %d with %q", tt.name, strings.Join(tt.args, " "), out.code, out.err, tt.wantCode, tt.wantIn)
+		}
+	}
+	// The marks log a server of today writes (segment-marks.log) is read as well, and a
+	// missing file is an error, never an empty set of marks.
+	logPath := filepath.Join(dir, "segment-marks.log")
+	lm := segment.NewLogMarks(logPath, "", slog.New(slog.DiscardHandler))
+	if err := lm.StoreAll(context.Background(), map[string]int64{"ta": 700000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lm.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, marks, wantIn string
+		wantErr             error
+	}{
+		{"below the log's mark", logPath, "below the high-water mark 700000 in " + logPath, errBelowMark},
+		{"missing marks file", filepath.Join(dir, "missing.log"), "no such file", nil},
+	} {
+		out := leafctl(t, opts{}, "tag", "create", "ta", "--step", "10", "--max-id", "624704", "--marks", tt.marks, "--dsn", d)
+		if out.err == nil || out.code != exitFailure || (tt.wantErr != nil && !errors.Is(out.err, tt.wantErr)) || !strings.Contains(out.err.Error(), tt.wantIn) {
+			t.Errorf("%s: exit %d, %v; want exit %d with %q", tt.name, out.code, out.err, exitFailure, tt.wantIn)
 		}
 	}
 	if list := must(t, "tag", "list", "--dsn", d).stdout; strings.Contains(list, "ta ") {
