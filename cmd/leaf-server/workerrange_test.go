@@ -28,7 +28,7 @@ func TestWorkerRangeFlags(t *testing.T) {
 		{name: "empty", args: append(sql, "--worker-id-min", "5", "--worker-id-max", "4"), wantErr: "--worker-id-min 5 / --worker-id-max 4"},
 		{name: "past the layout", args: append(sql, "--worker-id-max", "1024"), wantErr: "want 0 <= min <= max <= 1023"},
 		{name: "negative min", args: append(sql, "--worker-id-min", "-1"), wantErr: "--worker-id-min -1"},
-		{name: "negative skew", args: append(sql, "--max-peer-clock-skew", "-1s"), wantErr: "--max-peer-clock-skew must not be negative"},
+		{name: "negative skew", args: append(sql, "--max-peer-clock-skew", "-1s"), wantErr: "--max-peer-clock-skew must be 0 (off) or positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
