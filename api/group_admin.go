@@ -223,9 +223,15 @@ func (h *handler) groupAdminError(w http.ResponseWriter, r *http.Request, err er
 // and repeat its IDs; prune raises pruned_before first); it returns true
 // when it answered.
 func (h *handler) refuseGroupedName(w http.ResponseWriter, r *http.Request, tag string) bool {
-	gst, ok := h.d.Store.(store.GroupStore)
-	if !ok || h.d.Groups == nil {
+	if h.d.Groups == nil {
 		return false
+	}
+	gst, ok := h.d.Store.(store.GroupStore)
+	if !ok {
+		// Fail closed: a name that collides with a period row would restart its sequence.
+		h.apiError(w, r, http.StatusInternalServerError, "store_error",
+			"grouped tags are on but the store cannot list them, so a name that collides with a period row cannot be ruled out")
+		return true
 	}
 	err := segment.CheckPlainTag(r.Context(), gst, tag)
 	switch {
