@@ -11,7 +11,7 @@ import (
 	"github.com/leaf-go/leaf/snowflake"
 )
 
-const snowflakeHow = "start leaf-server with --snowflake (LEAF_SNOWFLAKE=true) and a --worker-id-source (static, zookeeper or sql)"
+const snowflakeHow = "start leaf-server with --snowflake (LEAF_SNOWFLAKE=true) and a --worker-id-source (static, zookeeper, sql or etcd)"
 
 // layout is the generator's layout, or Leaf's default when snowflake mode is
 // off (decoding needs no generator).
