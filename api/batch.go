@@ -65,22 +65,30 @@ func parseCount(s string, limit int) (int, bool) {
 	return n, n >= 1
 }
 
+// batchArgs reads what every segment batch route takes: the {tag} path key and the count
+// query parameter (see count). On bad input it answers 400 (bad_tag, bad_count) itself and
+// returns ok false.
+func (h *handler) batchArgs(w http.ResponseWriter, r *http.Request) (tag string, n int, ok bool) {
+	tag, err := PathKey(r, "tag")
+	if err != nil {
+		h.apiError(w, r, http.StatusBadRequest, "bad_tag", err.Error())
+		return "", 0, false
+	}
+	n, ok = h.count(w, r)
+	return tag, n, ok
+}
+
 // segmentBatch is GET /api/v1/segment/{tag}?count=N. Each ID is one atomic
 // add on the SegmentBuffer (no lock per ID); a batch may span segments. If
 // an error stops the batch part-way, the IDs taken so far are skipped, never
 // handed out later: the answer is the error.
 func (h *handler) segmentBatch(w http.ResponseWriter, r *http.Request) {
-	tag, err := PathKey(r, "tag")
-	if err != nil {
-		h.apiError(w, r, http.StatusBadRequest, "bad_tag", err.Error())
-		return
-	}
-	n, ok := h.count(w, r)
+	tag, n, ok := h.batchArgs(w, r)
 	if !ok {
 		return
 	}
 	if h.d.Segment == nil {
-		h.disabled(w, r, "segment", "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn")
+		h.disabled(w, r, "segment", segmentHow)
 		return
 	}
 	if h.groupBatchGuard(w, r, tag) { // group.go

@@ -23,17 +23,12 @@ func (h *handler) groupRoutes(r chi.Router) {
 // groupFormatted is GET /api/v1/segment/{tag}/formatted?count=N →
 // {"ids":["ORD20261201000123",…]}: N IDs of one period (one clock reading).
 func (h *handler) groupFormatted(w http.ResponseWriter, r *http.Request) {
-	tag, err := PathKey(r, "tag")
-	if err != nil {
-		h.apiError(w, r, http.StatusBadRequest, "bad_tag", err.Error())
-		return
-	}
-	n, ok := h.count(w, r)
+	tag, n, ok := h.batchArgs(w, r)
 	if !ok {
 		return
 	}
 	if h.d.Groups == nil {
-		h.disabled(w, r, "segment", "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn")
+		h.disabled(w, r, "segment", segmentHow)
 		return
 	}
 	ids, err := h.d.Groups.Next(r.Context(), tag, n, make([]string, 0, n))
@@ -67,7 +62,7 @@ func (h *handler) groupParse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.d.Groups == nil {
-		h.disabled(w, r, "segment", "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn")
+		h.disabled(w, r, "segment", segmentHow)
 		return
 	}
 	d, err := h.d.Groups.Declaration(tag)

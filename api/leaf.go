@@ -30,7 +30,7 @@ func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.d.Segment == nil {
-		h.disabled(w, r, "segment", "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn")
+		h.disabled(w, r, "segment", segmentHow)
 		return
 	}
 	if h.groupLeafGet(w, r, key) { // grouped tag or period row (group.go)

@@ -17,7 +17,7 @@ import (
 )
 
 // enableSegment tells an operator how to turn segment mode on.
-const enableSegment = "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn"
+const enableSegment = segmentHow
 
 // dashboardFiles are the dashboard's static files, served at / and
 // /dashboard/. They load nothing from elsewhere, so the page works offline.

@@ -11,6 +11,10 @@ import (
 	"github.com/leaf-go/leaf/snowflake"
 )
 
+// segmentHow is what a route of a disabled segment mode tells the client to do.
+const segmentHow = "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn"
+
+// snowflakeHow is what a route of a disabled snowflake mode tells the client to do.
 const snowflakeHow = "start leaf-server with --snowflake (LEAF_SNOWFLAKE=true) and a --worker-id-source (static, zookeeper, sql or etcd)"
 
 // layout is the generator's layout, or Leaf's default when snowflake mode is
