@@ -73,26 +73,7 @@ func TestDashboard100kTags(t *testing.T) {
 		})
 	}
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-default-apps", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
-	)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancel()
+	ctx, _ := newBrowser(t, exe, false, nil)
 	step, stepCancel := context.WithTimeout(ctx, 90*time.Second)
 	defer stepCancel()
 	eval := func(js string) string {

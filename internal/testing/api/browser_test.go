@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,61 +66,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	s.get(t, "/api/segment/get/leaf-segment-test")
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-default-apps", true),
-		// Loopback only: every other host name fails to resolve.
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
-	)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancel()
-
-	// Start the browser before subscribing to its console.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start %s: %v", exe, err)
-	}
-	var (
-		mu       sync.Mutex
-		problems []string
-	)
-	consoleDone := make(chan struct{})
-	consoleCtx, stopConsole := context.WithCancel(ctx)
-	messages := chromedp.Console(consoleCtx)
-	defer func() { stopConsole(); <-consoleDone }() // before t ends, also on Fatal
-	go func() {
-		defer close(consoleDone)
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			t.Logf("browser console: %s (%s %s)", m, m.Source, m.URL)
-			// The snowflake panel asks /api/v1/snowflake/status, which
-			// answers 503 while snowflake mode is off; Chrome logs that
-			// failed load as a network error. Anything else is a problem.
-			if m.Source == "network" && strings.Contains(m.Text, "503") &&
-				strings.HasSuffix(m.URL, "/api/v1/snowflake/status") {
-				continue
-			}
-			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning || m.IsException() {
-				mu.Lock()
-				problems = append(problems, m.String()+" at "+m.URL)
-				mu.Unlock()
-			}
-		}
-	}()
+	ctx, problems := newBrowser(t, exe, true, func(m chromedp.ConsoleMessage) bool {
+		// The snowflake panel asks /api/v1/snowflake/status, which answers 503 while
+		// snowflake mode is off; Chrome logs that failed load as a network error.
+		return m.Source == "network" && strings.Contains(m.Text, "503") &&
+			strings.HasSuffix(m.URL, "/api/v1/snowflake/status")
+	})
 
 	step, stepCancel := context.WithTimeout(ctx, 60*time.Second)
 	defer stepCancel()
@@ -267,11 +217,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", out)
 
-	stopConsole()
-	<-consoleDone
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
+	for _, p := range problems() {
 		t.Errorf("browser console: %s", p)
 	}
 }

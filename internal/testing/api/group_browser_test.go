@@ -50,16 +50,7 @@ func TestGroupsCardInBrowser(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}))
 	t.Cleanup(srv.Close)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
-	)
-	defer cancelAlloc()
-	bctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancel()
+	bctx, _ := newBrowser(t, exe, false, nil)
 	step, stepCancel := context.WithTimeout(bctx, 60*time.Second)
 	defer stepCancel()
 	row := `#groups-body tr[data-tag="ord"]`

@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,56 +26,12 @@ func TestLeafPagesInBrowser(t *testing.T) {
 		store.Row{BizTag: "order", MaxID: 1234567, Step: 1000})
 	s.get(t, "/api/segment/get/leaf-segment-test")
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
-	)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancel()
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start %s: %v", exe, err)
-	}
-	var (
-		mu       sync.Mutex
-		problems []string
-	)
-	consoleDone := make(chan struct{})
-	consoleCtx, stopConsole := context.WithCancel(ctx)
-	messages := chromedp.Console(consoleCtx)
-	defer func() { stopConsole(); <-consoleDone }()
-	go func() {
-		defer close(consoleDone)
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			t.Logf("browser console: %s (%s %s)", m, m.Source, m.URL)
-			// The error page is a 500 on purpose, and Leaf's pages link no
-			// icon (Spring Boot serves its own /favicon.ico, leaf-go none):
-			// Chrome logs both as failed loads.
-			if m.Source == "network" && (strings.Contains(m.Text, "500") && strings.Contains(m.URL, "/no-such-tag") ||
-				strings.Contains(m.Text, "404") && strings.HasSuffix(m.URL, "/favicon.ico")) {
-				continue
-			}
-			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning || m.IsException() {
-				mu.Lock()
-				problems = append(problems, m.String()+" at "+m.URL)
-				mu.Unlock()
-			}
-		}
-	}()
+	ctx, problems := newBrowser(t, exe, true, func(m chromedp.ConsoleMessage) bool {
+		// The error page is a 500 on purpose, and Leaf's pages link no icon (Spring Boot
+		// serves its own /favicon.ico, leaf-go none): Chrome logs both as failed loads.
+		return m.Source == "network" && (strings.Contains(m.Text, "500") && strings.Contains(m.URL, "/no-such-tag") ||
+			strings.Contains(m.Text, "404") && strings.HasSuffix(m.URL, "/favicon.ico"))
+	})
 
 	step, stepCancel := context.WithTimeout(ctx, 60*time.Second)
 	defer stepCancel()
@@ -139,11 +94,7 @@ func TestLeafPagesInBrowser(t *testing.T) {
 		}
 	}
 
-	stopConsole()
-	<-consoleDone
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
+	for _, p := range problems() {
 		t.Errorf("browser console: %s", p)
 	}
 }
