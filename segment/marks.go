@@ -59,19 +59,9 @@ type Marks interface {
 type FileMarks struct {
 	path string
 
-	mu   sync.Mutex // guards every field below
-	cond *sync.Cond // signalled when a write ends; uses mu
-	// marks is every mark known durable (read by Load or written), by tag.
-	marks map[string]int64
-	// staged holds marks waiting for the next write.
-	staged map[string]int64
-	// seq numbers staged changes; durable is the highest seq a successful
-	// write carried, failed the highest a failed write carried.
-	seq, durable, failed uint64
-	// failErr is the error of the last failed write.
-	failErr error
-	// writing is true while one Store writes the file for the group.
-	writing bool
+	mu sync.Mutex // guards every field below
+	// markGroup is the group commit (marks known durable, staged, who writes).
+	markGroup
 	// writes counts file writes, for tests of the grouping.
 	writes int
 	// sorted (the tags of the last write, sorted) and buf (its bytes) are
@@ -90,7 +80,7 @@ type marksFile struct {
 // NewFileMarks returns a [FileMarks] at path. Nothing is read or written until
 // Load or Store; the directory is created on the first Store.
 func NewFileMarks(path string) *FileMarks {
-	f := &FileMarks{path: path, marks: map[string]int64{}, staged: map[string]int64{}}
+	f := &FileMarks{path: path, markGroup: markGroup{marks: map[string]int64{}, staged: map[string]int64{}}}
 	f.cond = sync.NewCond(&f.mu)
 	return f
 }
@@ -143,31 +133,15 @@ func (f *FileMarks) Store(ctx context.Context, tag string, maxID int64) error {
 func (f *FileMarks) StoreAll(ctx context.Context, marks map[string]int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	changed := false
-	for tag, maxID := range marks {
-		if old, ok := f.marks[tag]; ok && old >= maxID {
-			continue
-		}
-		f.staged[tag] = max(f.staged[tag], maxID)
-		changed = true
-	}
-	if !changed {
+	mine := f.stage(marks)
+	if mine == 0 {
 		return nil
 	}
-	f.seq++
-	mine := f.seq
 	for {
-		switch {
-		case f.durable >= mine:
-			return nil
-		case f.failed >= mine:
-			return f.failErr
-		case f.writing:
-			f.cond.Wait()
-			continue
+		if done, err := f.turn(mine); done {
+			return err
 		}
 		// Write for the whole group: everything staged so far.
-		f.writing = true
 		upto := f.seq
 		next := maps.Clone(f.marks)
 		for t, v := range f.staged {

@@ -64,25 +64,16 @@ type LogMarks struct {
 	// Load or Store.
 	CompactBytes int64
 
-	mu   sync.Mutex // guards every field below
-	cond *sync.Cond // signalled when a write ends; uses mu
+	mu sync.Mutex // guards every field below
 	// opened is true once the log was read (and repaired) and file opened.
 	opened bool
 	file   *os.File
 	// size is the length of the log's whole, durable records (the offset of
 	// the next write); live is the size a compaction would write.
 	size, live int64
-	// marks is every mark known durable, by tag.
-	marks map[string]int64
-	// staged holds marks waiting for the next write.
-	staged map[string]int64
-	// seq numbers staged changes; durable is the highest seq a successful
-	// write carried, failed the highest a failed write carried.
-	seq, durable, failed uint64
-	// failErr is the error of the last failed write.
-	failErr error
-	// writing is true while one Store writes or compacts for the group.
-	writing bool
+	// markGroup is the group commit (marks known durable, staged, who
+	// writes or compacts).
+	markGroup
 	// writes and compactions count successful file writes, for tests.
 	writes, compactions int
 	// nextCompact is the size at which the next compaction is tried.
@@ -121,7 +112,7 @@ func NewLogMarks(path, legacyJSON string, log *slog.Logger) *LogMarks {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &LogMarks{path: path, jsonPath: legacyJSON, log: log, marks: map[string]int64{}, staged: map[string]int64{}}
+	f := &LogMarks{path: path, jsonPath: legacyJSON, log: log, markGroup: markGroup{marks: map[string]int64{}, staged: map[string]int64{}}}
 	f.cond = sync.NewCond(&f.mu)
 	return f
 }
@@ -284,30 +275,14 @@ func (f *LogMarks) StoreAll(ctx context.Context, marks map[string]int64) error {
 func (f *LogMarks) storeAll(marks map[string]int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	changed := false
-	for tag, maxID := range marks {
-		if old, ok := f.marks[tag]; ok && old >= maxID {
-			continue
-		}
-		f.staged[tag] = max(f.staged[tag], maxID)
-		changed = true
-	}
-	if !changed {
+	mine := f.stage(marks)
+	if mine == 0 {
 		return nil
 	}
-	f.seq++
-	mine := f.seq
 	for {
-		switch {
-		case f.durable >= mine:
-			return nil
-		case f.failed >= mine:
-			return f.failErr
-		case f.writing:
-			f.cond.Wait()
-			continue
+		if done, err := f.turn(mine); done {
+			return err
 		}
-		f.writing = true
 		upto := f.seq
 		err := f.open()
 		var group map[string]int64
