@@ -5,15 +5,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/internal/metrictest"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
@@ -120,92 +119,12 @@ func (s *opsServer) get(t *testing.T, path string) answer {
 	return do(t, "GET", s.srv.URL+path)
 }
 
-// tagsOf returns, per metric family, the non-empty biz_tag values it has.
-func tagsOf(t *testing.T, reg prometheus.Gatherer) map[string][]string {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	out := map[string][]string{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "biz_tag" && l.GetValue() != "" && !slices.Contains(out[mf.GetName()], l.GetValue()) {
-					out[mf.GetName()] = append(out[mf.GetName()], l.GetValue())
-				}
-			}
-		}
-	}
-	for _, v := range out {
-		slices.Sort(v)
-	}
-	return out
-}
-
-// value returns the value of the series of name with exactly labels
-// (name=value pairs), and whether it exists.
-func value(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if !hasLabels(m, labels) {
-				continue
-			}
-			switch {
-			case m.Counter != nil:
-				return m.Counter.GetValue(), true
-			case m.Gauge != nil:
-				return m.Gauge.GetValue(), true
-			case m.Histogram != nil:
-				return float64(m.Histogram.GetSampleCount()), true
-			}
-		}
-	}
-	return 0, false
-}
-
-func hasLabels(m *dto.Metric, pairs []string) bool {
-	want := map[string]string{}
-	for i := 0; i+1 < len(pairs); i += 2 {
-		want[pairs[i]] = pairs[i+1]
-	}
-	got := map[string]string{}
-	for _, l := range m.GetLabel() {
-		if l.GetValue() != "" {
-			got[l.GetName()] = l.GetValue()
-		}
-	}
-	for k, v := range want {
-		if v == "" {
-			if _, ok := got[k]; ok {
-				return false
-			}
-			continue
-		}
-		if got[k] != v {
-			return false
-		}
-	}
-	return len(got) == len(want)-countEmpty(want)
-}
-
-func countEmpty(m map[string]string) int {
-	n := 0
-	for _, v := range m {
-		if v == "" {
-			n++
-		}
-	}
-	return n
-}
+// The series readers live in internal/metrictest (shared with the other
+// module's api tests).
+var (
+	tagsOf = metrictest.TagsOf
+	value  = metrictest.Value
+)
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
