@@ -80,6 +80,28 @@ func Start(t testing.TB) *Cluster {
 	return nil
 }
 
+// dumpLogs keeps the members' logs of a failed test: whole in a file under
+// $LEAF_TEST_ARTIFACTS (else the system's temporary directory), and only their
+// last lines in the test log, so that the test's own failure messages stay near
+// the end of the output, where a CI log's tail shows them.
+func dumpLogs(t testing.TB, members []*Member) {
+	dir := os.Getenv("LEAF_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	for _, m := range members {
+		path := filepath.Join(dir, "etcd-"+name+"-"+m.Name+".log")
+		where := path
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			where = err.Error()
+		} else if err := os.WriteFile(path, []byte(m.Log()), 0o644); err != nil {
+			where = err.Error()
+		}
+		t.Logf("etcd member %s (%s): whole log in %s; last 400 bytes:\n%s", m.Name, m.Client, where, tail(m.Log(), 400))
+	}
+}
+
 func start(t testing.TB, bin string) (*Cluster, error) {
 	ports, err := freePorts(2 * Members)
 	if err != nil {
@@ -106,9 +128,7 @@ func start(t testing.TB, bin string) (*Cluster, error) {
 			m.Kill()
 		}
 		if t.Failed() {
-			for _, m := range c.members {
-				t.Logf("etcd member %s (%s) log (last 3 KiB):\n%s", m.Name, m.Client, tail(m.Log(), 3072))
-			}
+			dumpLogs(t, c.members)
 		}
 	})
 	for _, m := range c.members {

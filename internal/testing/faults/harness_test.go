@@ -250,6 +250,13 @@ func (tl *tally) startFault() {
 	tl.mu.Unlock()
 }
 
+// firstErrAt is when the first error after startFault was recorded (zero if none).
+func (tl *tally) firstErrAt() time.Time {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.firstErr
+}
+
 func (tl *tally) endFault() {
 	tl.mu.Lock()
 	tl.faultEnd, tl.firstOK = time.Now(), time.Time{}
