@@ -275,3 +275,57 @@ func TestGroupReloadTurnHonoursContext(t *testing.T) {
 	defer gs.Close()
 	waitTurn(t, st, gs.Reload)
 }
+
+// stallCreate is a real store whose Create, while stall is set, blocks
+// until its context ends.
+type stallCreate struct {
+	bothStores
+	stall atomic.Bool
+}
+
+func (s *stallCreate) Create(ctx context.Context, r store.Row) error {
+	if s.stall.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.bothStores.Create(ctx, r)
+}
+
+// TestPeriodSwitchBounded: a grouped tag's switch to a new period, whose
+// row insert the database does not answer, ends with the generator's
+// WaitTimeout (the request answers an error in time), not with the
+// LoadTimeout that bounds the insert itself.
+func TestPeriodSwitchBounded(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	st := &stallCreate{bothStores: db.Store.(bothStores)}
+	g := newGen(t, st, segment.Config{WaitTimeout: 50 * time.Millisecond, LoadTimeout: time.Hour})
+	gs, err := segment.NewGroups(context.Background(), g, st, segment.GroupConfig{
+		PeriodsPath: filepath.Join(t.TempDir(), "group-periods.json"), Tick: time.Hour})
+	if err != nil {
+		t.Fatalf("NewGroups: %v", err)
+	}
+	defer gs.Close()
+	if err := gs.Declare(context.Background(), store.Group{BizTag: "order", Grp: "day", TimeZone: "UTC",
+		Format: "ORD{yyyyMMdd}{seq:6}", Step: 100}); err != nil {
+		t.Fatalf("Declare: %v", err)
+	}
+	st.stall.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := gs.Next(context.Background(), "order", 1, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Next with the period row's insert unanswered = %v, want the wait timeout's deadline", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Next waited for the period row's insert past the wait timeout")
+	}
+	st.stall.Store(false)
+	if ids, err := gs.Next(context.Background(), "order", 1, nil); err != nil || len(ids) != 1 {
+		t.Fatalf("Next once the database answers = %v, %v, want one ID", ids, err)
+	}
+}
