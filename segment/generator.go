@@ -40,12 +40,15 @@ type Generator struct {
 	// the load: for missTTL probe answers ErrTagNotFound for them without
 	// another lookup. At most maxMisses entries.
 	misses map[string]time.Time
-	// refreshMu serialises Refresh calls so an older tag list never
-	// overwrites a newer one.
-	refreshMu sync.Mutex
-	bufSeq    atomic.Uint64
-	ready     atomic.Bool
-	closed    atomic.Bool
+	// refreshTurn serialises Refresh calls so an older tag list never
+	// overwrites a newer one: a 1-slot semaphore (a token in the channel
+	// while a Refresh runs) rather than a mutex, so that a caller waiting
+	// for its turn gives up with its context (a refresh stalled on a
+	// black-holed connection holds the turn up to LoadTimeout).
+	refreshTurn chan struct{}
+	bufSeq      atomic.Uint64
+	ready       atomic.Bool
+	closed      atomic.Bool
 
 	// root is cancelled by Close; every load and the refresh loop run under
 	// it.
@@ -76,7 +79,7 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 		return nil, err
 	}
 	g := &Generator{st: st, cfg: cfg, clock: cfg.Clock, log: cfg.Logger, marks: cfg.Marks,
-		misses: map[string]time.Time{}}
+		misses: map[string]time.Time{}, refreshTurn: make(chan struct{}, 1)}
 	g.highs = map[string]int64{}
 	if g.marks != nil {
 		m, err := g.marks.Load(ctx)

@@ -102,10 +102,14 @@ type Groups struct {
 	cfg GroupConfig
 	log *slog.Logger
 
-	// decls maps tag to its declaration; copy-on-write, written under
-	// reloadMu.
-	decls    atomic.Pointer[map[string]*grouped]
-	reloadMu sync.Mutex
+	// decls maps tag to its declaration; copy-on-write, written while
+	// holding reloadTurn.
+	decls atomic.Pointer[map[string]*grouped]
+	// reloadTurn serialises Reload: a 1-slot semaphore (a token in the
+	// channel while a Reload runs) that a caller gives up on with its
+	// context, unlike a mutex; a re-read stalled on a database that does
+	// not answer must not hold an admin request past its deadline.
+	reloadTurn chan struct{}
 
 	hw *periodMarks
 
@@ -170,7 +174,8 @@ func NewGroups(ctx context.Context, gen *Generator, st GroupStore, cfg GroupConf
 	if err != nil {
 		return nil, err
 	}
-	gs := &Groups{gen: gen, st: st, cfg: cfg, log: cfg.Logger, hw: hw, done: make(chan struct{})}
+	gs := &Groups{gen: gen, st: st, cfg: cfg, log: cfg.Logger, hw: hw, done: make(chan struct{}),
+		reloadTurn: make(chan struct{}, 1)}
 	empty := map[string]*grouped{}
 	gs.decls.Store(&empty)
 	if err := gs.Reload(ctx); err != nil {
@@ -190,7 +195,10 @@ func (gs *Groups) Close() error {
 }
 
 // loop prepares rows every Tick and re-reads leaf_group (and prunes by
-// retention) every RefreshInterval of the generator.
+// retention) every RefreshInterval of the generator. Every database call
+// of the loop is bounded by the generator's LoadTimeout, so that a database
+// that does not answer neither stalls the loop nor holds the reload turn
+// for longer.
 func (gs *Groups) loop(ctx context.Context) {
 	defer close(gs.done)
 	t := time.NewTicker(gs.cfg.Tick)
@@ -207,7 +215,10 @@ func (gs *Groups) loop(ctx context.Context) {
 		}
 		if time.Since(tried) >= gs.gen.cfg.RefreshInterval {
 			tried = time.Now()
-			if err := gs.Reload(ctx); err != nil {
+			rctx, cancel := context.WithTimeout(ctx, gs.gen.cfg.LoadTimeout)
+			err := gs.Reload(rctx)
+			cancel()
+			if err != nil {
 				gs.log.Warn("segment: leaf_group refresh failed", "err", err)
 			} else {
 				gs.PruneRetention(ctx)
@@ -221,10 +232,16 @@ func (gs *Groups) loop(ctx context.Context) {
 // its current period; a changed one (time zone, step) starts from the
 // high-water mark again. Errors: the store's; the declarations are then
 // left as they were. A declaration that no longer parses is logged and
-// left out (its tag answers [ErrNotGrouped]).
+// left out (its tag answers [ErrNotGrouped]). ctx bounds the wait for
+// another Reload under way too: a caller whose ctx ends first gets an error
+// wrapping ctx's cause.
 func (gs *Groups) Reload(ctx context.Context) error {
-	gs.reloadMu.Lock()
-	defer gs.reloadMu.Unlock()
+	select {
+	case gs.reloadTurn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("segment: read leaf_group: waiting for the re-read under way: %w", context.Cause(ctx))
+	}
+	defer func() { <-gs.reloadTurn }()
 	list, err := gs.st.Groups(ctx)
 	if err != nil {
 		return fmt.Errorf("segment: read leaf_group: %w", err)
@@ -398,6 +415,14 @@ func (gs *Groups) period(ctx context.Context, g *grouped, now time.Time) (*perio
 	if p := g.cur.Load(); p != nil && now.Before(p.end) {
 		return p, nil
 	}
+	// The wait for the switch and the switch's database calls (the period
+	// row's insert and the tag-list re-read) end with the request's
+	// WaitTimeout, not the LoadTimeout of ensure (issue 16 item 7): a
+	// request answers -3 in time and a later one tries again. The
+	// background Prepare makes the row ahead of time, so a switch rarely
+	// has database work to do.
+	ctx, cancel := context.WithTimeout(ctx, gs.gen.cfg.WaitTimeout)
+	defer cancel()
 	select {
 	case g.switching <- struct{}{}:
 	case <-ctx.Done():

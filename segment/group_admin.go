@@ -255,7 +255,8 @@ func (g *grouped) retentionKey(now time.Time) string {
 
 // PruneRetention prunes every grouped tag with a retention to its last
 // Retention periods (the background loop calls it after each re-read of
-// leaf_group). Failures are logged.
+// leaf_group). Each tag's prune is bounded by the generator's LoadTimeout.
+// Failures are logged.
 func (gs *Groups) PruneRetention(ctx context.Context) {
 	now := gs.cfg.Clock.Now()
 	for _, d := range gs.Declarations() {
@@ -267,7 +268,10 @@ func (gs *Groups) PruneRetention(ctx context.Context) {
 		if key == "" {
 			continue
 		}
-		if deleted, err := gs.Prune(ctx, d.BizTag, key); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, gs.gen.cfg.LoadTimeout) // a hung database must not stall the loop
+		deleted, err := gs.Prune(pctx, d.BizTag, key)
+		cancel()
+		if err != nil {
 			gs.log.Warn("segment: retention prune failed", "biz_tag", d.BizTag, "before", key, "err", err)
 		} else if len(deleted) > 0 {
 			gs.log.Info("segment: retention pruned periods", "biz_tag", d.BizTag, "before", key, "rows", deleted)

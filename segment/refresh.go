@@ -12,10 +12,18 @@ import (
 // cache is left as it was. A successful empty list empties the cache: the
 // query answered, so the table is empty. Tags added by a miss lookup after
 // the list was read are kept. Refresh is safe for concurrent use; calls are
-// serialised.
+// serialised. ctx bounds the wait for the turn too: while another Refresh
+// runs (the refresh loop's may be stalled on a database that does not
+// answer, for up to [Config.LoadTimeout]), a caller whose ctx ends first
+// gets an error wrapping ctx's cause and the cache is left as it was, so
+// that no request waits past its own deadline (issue 16 item 7).
 func (g *Generator) Refresh(ctx context.Context) error {
-	g.refreshMu.Lock()
-	defer g.refreshMu.Unlock()
+	select {
+	case g.refreshTurn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("segment: refresh tags: waiting for the refresh under way: %w", context.Cause(ctx))
+	}
+	defer func() { <-g.refreshTurn }()
 	seq := g.bufSeq.Load()
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.LoadTimeout)
 	defer cancel()

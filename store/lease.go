@@ -115,6 +115,9 @@ type Holder struct {
 	ClockMillis int64
 	// WrittenAt is updated_at: the database's clock when that statement ran.
 	WrittenAt time.Time
+	// ExpiresAt is expires_at, database clock: the instant from which
+	// another node may claim the worker ID unless the holder renews first.
+	ExpiresAt time.Time
 }
 
 // HighWater returns HighWaterMillis as a time, the zero time for 0.

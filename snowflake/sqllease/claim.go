@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/leaf-go/leaf/snowflake"
@@ -66,6 +67,8 @@ func claim(ctx context.Context, st Store, opts Options) (sent time.Time, kept st
 			}
 		}
 	}()
+	began := time.Now()
+	waitLogged := false
 	for {
 		sent = opts.Clock.Now()
 		c := store.Claim{Owner: opts.Owner, MinWorker: opts.Workers.Min, MaxWorker: opts.Workers.Max,
@@ -84,6 +87,27 @@ func claim(ctx context.Context, st Store, opts Options) (sent time.Time, kept st
 				"no snowflake IDs until the clock reaches it",
 				"worker_id", kept.WorkerID, "high_water", kept.HighWater(), "ahead", kept.HighWater().Sub(sent.Round(0)))
 			return sent, kept, nil
+		case errors.Is(err, store.ErrNoFreeWorker):
+			waited := time.Since(began)
+			if opts.ClaimWait < 0 || waited >= opts.ClaimWait {
+				return time.Time{}, store.Lease{}, fmt.Errorf("sqllease: claim a worker ID in %d..%d after waiting %v: %w; %s",
+					c.MinWorker, c.MaxWorker, waited.Round(time.Millisecond), err, holders(ctx, st, c))
+			}
+			if !waitLogged {
+				opts.Logger.Warn("every snowflake worker ID of the range is leased; waiting for a lease to run out "+
+					"(a holder killed within the last TTL frees its ID then)",
+					"range", fmt.Sprintf("%d..%d", c.MinWorker, c.MaxWorker), "wait_up_to", opts.ClaimWait, "holders", holders(ctx, st, c))
+				waitLogged = true
+			}
+			t := time.NewTimer(min(max(opts.TTL/10, 20*time.Millisecond), time.Second))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return time.Time{}, store.Lease{}, fmt.Errorf("sqllease: claim a worker ID in %d..%d: %w (waiting for a lease to run out: %w)",
+					c.MinWorker, c.MaxWorker, context.Cause(ctx), err)
+			case <-t.C:
+			}
+			continue
 		case err != nil:
 			return time.Time{}, store.Lease{}, fmt.Errorf("sqllease: claim a worker ID in %d..%d: %w", c.MinWorker, c.MaxWorker, err)
 		}
@@ -99,6 +123,32 @@ func claim(ctx context.Context, st Store, opts Options) (sent time.Time, kept st
 			"worker_id", kept.WorkerID, "high_water", kept.HighWater(), "ahead", ahead, "max_mark_ahead", opts.MaxMarkAhead)
 		skipped = append(skipped, held{sent: sent, l: kept})
 	}
+}
+
+// holders describes the live holders of c's range for the no-free-worker error and log:
+// "held by: worker 3 by host/a:8080 until 2026-12-01T20:00:01.5Z (in 1.2s), …" (instants
+// and durations by the database's clock), or why they could not be read.
+func holders(ctx context.Context, st Store, c store.Claim) string {
+	hs, now, err := st.LiveHolders(ctx)
+	if err != nil {
+		return fmt.Sprintf("holders not read: %v", err)
+	}
+	var parts []string
+	for _, h := range hs {
+		if h.WorkerID < c.MinWorker || h.WorkerID > c.MaxWorker {
+			continue
+		}
+		owner := h.Owner
+		if owner == "" {
+			owner = "(no owner)"
+		}
+		parts = append(parts, fmt.Sprintf("worker %d by %s until %s (in %v)", h.WorkerID, owner,
+			h.ExpiresAt.UTC().Format(time.RFC3339Nano), h.ExpiresAt.Sub(now).Round(time.Millisecond)))
+	}
+	if len(parts) == 0 {
+		return "held by: none any more (retry)"
+	}
+	return "held by: " + strings.Join(parts, ", ")
 }
 
 // clockMillis is t's wall clock in Unix ms, as a holder reports it; 0 (none) before 1970.

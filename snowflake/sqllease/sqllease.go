@@ -59,6 +59,10 @@ const (
 	// DefaultMargin is how much earlier than the database the Lease gives up the worker ID:
 	// it covers clock-rate differences and the time a pause takes to be noticed.
 	DefaultMargin = 2 * time.Second
+	// DefaultClaimSlack is what Options.ClaimWait adds to TTL by default: a start that finds
+	// every worker ID of its range leased waits TTL + 2 s, long enough for the lease of a
+	// holder that crashed just before to run out (as the etcd source waits).
+	DefaultClaimSlack = 2 * time.Second
 	// DefaultMaxMarkAhead is Options.MaxMarkAhead's default: 1 minute, twenty times the
 	// generator's 3 s high-water window, so a normal restart keeps its worker ID and only a
 	// mark left by a clock that ran far ahead is skipped.
@@ -140,6 +144,13 @@ type Options struct {
 	// mean by more than this: Twitter snowflake's start check, leaf-server's
 	// --max-peer-clock-skew (default 10 s). 0 turns the check off.
 	MaxPeerClockSkew time.Duration
+	// ClaimWait is how long Start keeps claiming while every worker ID of the range is
+	// leased: a holder that crashed (or was killed) stops renewing, and its worker ID is free
+	// once its lease runs out, at most TTL later; Start then claims it (never before: the
+	// database grants only expired rows). 0 means TTL + DefaultClaimSlack; negative means
+	// fail at once. Claims are retried every TTL/10 (20 ms..1 s). After ClaimWait Start
+	// fails with store.ErrNoFreeWorker naming every holder (worker ID, owner, expiry).
+	ClaimWait time.Duration
 	// MaxMarkAhead is how far the claimed row's time high-water mark may lie ahead of the
 	// local clock before Start gives the worker ID back and claims another one instead of
 	// waiting for the clock to reach it (a clock that once jumped a day ahead would lock the
@@ -222,9 +233,11 @@ var expiredAt = time.Unix(0, 0).UTC()
 // renewing it. First, with opts.MaxPeerClockSkew set, it checks the local clock against the
 // live holders' (see Options.MaxPeerClockSkew). A claimed worker ID whose stored high-water
 // mark lies more than opts.MaxMarkAhead ahead of the clock is given back for another free
-// one (logged). ctx bounds the claim only; the renewals run until Close. Errors: ErrOptions,
-// snowflake.ErrPeerClockSkew, or the claim's error (store.ErrNoFreeWorker when every worker
-// ID in range is leased, a driver error).
+// one (logged). With every worker ID of the range leased, Start retries for up to
+// opts.ClaimWait (TTL + 2 s by default: a crashed holder's lease runs out within TTL) and
+// logs once that it waits. ctx bounds the claim only; the renewals run until Close. Errors:
+// ErrOptions, snowflake.ErrPeerClockSkew, or the claim's error (store.ErrNoFreeWorker after
+// ClaimWait, naming the holders with their expiry; a driver error).
 func Start(ctx context.Context, st Store, opts Options) (*Lease, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
@@ -302,6 +315,9 @@ func (o *Options) fill() error {
 	}
 	if o.MaxMarkAhead == 0 {
 		o.MaxMarkAhead = DefaultMaxMarkAhead
+	}
+	if o.ClaimWait == 0 {
+		o.ClaimWait = o.TTL + DefaultClaimSlack
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

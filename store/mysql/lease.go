@@ -269,7 +269,7 @@ func (s *Store) LiveHolders(ctx context.Context) ([]store.Holder, time.Time, err
 		if err := c.QueryRowContext(ctx, `SELECT UTC_TIMESTAMP(3)`).Scan(&now); err != nil {
 			return err
 		}
-		rows, err := c.QueryContext(ctx, `SELECT worker_id, coalesce(owner, ''), reported_ms, updated_at
+		rows, err := c.QueryContext(ctx, `SELECT worker_id, coalesce(owner, ''), reported_ms, updated_at, expires_at
 			FROM leaf_worker_lease WHERE expires_at > UTC_TIMESTAMP(3) ORDER BY worker_id`)
 		if err != nil {
 			return err
@@ -277,10 +277,10 @@ func (s *Store) LiveHolders(ctx context.Context) ([]store.Holder, time.Time, err
 		defer rows.Close()
 		for rows.Next() {
 			var h store.Holder
-			if err := rows.Scan(&h.WorkerID, &h.Owner, &h.ClockMillis, &h.WrittenAt); err != nil {
+			if err := rows.Scan(&h.WorkerID, &h.Owner, &h.ClockMillis, &h.WrittenAt, &h.ExpiresAt); err != nil {
 				return err
 			}
-			h.WrittenAt = utc(h.WrittenAt)
+			h.WrittenAt, h.ExpiresAt = utc(h.WrittenAt), utc(h.ExpiresAt)
 			out = append(out, h)
 		}
 		return rows.Err()

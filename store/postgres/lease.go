@@ -174,7 +174,7 @@ func (s *Store) LiveHolders(ctx context.Context) ([]store.Holder, time.Time, err
 	)
 	err := s.retry(ctx, func() error {
 		out = out[:0]
-		rows, err := s.pool.Query(ctx, `SELECT worker_id, coalesce(owner, ''), reported_ms, updated_at, now()
+		rows, err := s.pool.Query(ctx, `SELECT worker_id, coalesce(owner, ''), reported_ms, updated_at, expires_at, now()
 			FROM leaf_worker_lease WHERE expires_at > now() ORDER BY worker_id`)
 		if err != nil {
 			return err
@@ -182,10 +182,10 @@ func (s *Store) LiveHolders(ctx context.Context) ([]store.Holder, time.Time, err
 		defer rows.Close()
 		for rows.Next() {
 			var h store.Holder
-			if err := rows.Scan(&h.WorkerID, &h.Owner, &h.ClockMillis, &h.WrittenAt, &now); err != nil {
+			if err := rows.Scan(&h.WorkerID, &h.Owner, &h.ClockMillis, &h.WrittenAt, &h.ExpiresAt, &now); err != nil {
 				return err
 			}
-			h.WrittenAt = h.WrittenAt.UTC()
+			h.WrittenAt, h.ExpiresAt = h.WrittenAt.UTC(), h.ExpiresAt.UTC()
 			out = append(out, h)
 		}
 		return rows.Err()

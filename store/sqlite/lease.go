@@ -122,7 +122,7 @@ func (s *Store) LiveHolders(ctx context.Context) ([]store.Holder, time.Time, err
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("list live worker ID holders: now: %w", err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT worker_id, coalesce(owner, ''), reported_ms, updated_at
+	rows, err := s.db.QueryContext(ctx, `SELECT worker_id, coalesce(owner, ''), reported_ms, updated_at, expires_at
 		FROM leaf_worker_lease WHERE expires_at > ? ORDER BY worker_id`, dbNow.Format(leaseLayout))
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("list live worker ID holders: %w", err)
@@ -131,14 +131,17 @@ func (s *Store) LiveHolders(ctx context.Context) ([]store.Holder, time.Time, err
 	var out []store.Holder
 	for rows.Next() {
 		var (
-			h       store.Holder
-			written any
+			h                store.Holder
+			written, expires any
 		)
-		if err := rows.Scan(&h.WorkerID, &h.Owner, &h.ClockMillis, &written); err != nil {
+		if err := rows.Scan(&h.WorkerID, &h.Owner, &h.ClockMillis, &written, &expires); err != nil {
 			return nil, time.Time{}, fmt.Errorf("list live worker ID holders: %w", err)
 		}
 		if h.WrittenAt, err = leaseTime(written); err != nil {
 			return nil, time.Time{}, fmt.Errorf("list live worker ID holders: updated_at: %w", err)
+		}
+		if h.ExpiresAt, err = leaseTime(expires); err != nil {
+			return nil, time.Time{}, fmt.Errorf("list live worker ID holders: expires_at: %w", err)
 		}
 		out = append(out, h)
 	}

@@ -360,8 +360,9 @@ func testLiveHolders(t *testing.T, s store.LeaseStore) {
 	}
 	b := claim(t, s, "b", 1023, longTTL)
 	c := claim(t, s, "c", 1023, shortTTL)
-	if r, err := s.RenewWorker(ctx, b.WorkerID, b.Generation, longTTL, 0, 1_800_000_000_000); err != nil || r.ClockMillis != 1_800_000_000_000 {
-		t.Fatalf("RenewWorker with a clock = %+v, %v", r, err)
+	rb, err := s.RenewWorker(ctx, b.WorkerID, b.Generation, longTTL, 0, 1_800_000_000_000)
+	if err != nil || rb.ClockMillis != 1_800_000_000_000 {
+		t.Fatalf("RenewWorker with a clock = %+v, %v", rb, err)
 	}
 	if err := s.ReleaseWorker(ctx, a.WorkerID, a.Generation, 0); err != nil {
 		t.Fatal(err)
@@ -390,6 +391,10 @@ func testLiveHolders(t *testing.T, s store.LeaseStore) {
 		}
 		if h.WrittenAt.After(now) || now.Sub(h.WrittenAt) > 30*time.Second {
 			t.Errorf("LiveHolders()[%d].WrittenAt = %v, database now %v", i, h.WrittenAt, now)
+		}
+		// expires_at as the claim or renewal that last wrote the row left it.
+		if exp := []time.Time{a2.ExpiresAt, rb.ExpiresAt}[i]; !h.ExpiresAt.Truncate(time.Millisecond).Equal(exp.Truncate(time.Millisecond)) {
+			t.Errorf("LiveHolders()[%d].ExpiresAt = %v, want %v (the row's expires_at)", i, h.ExpiresAt, exp)
 		}
 	}
 }

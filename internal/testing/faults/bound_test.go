@@ -66,11 +66,17 @@ func TestBlackholeBound(t *testing.T) {
 				d.create(t, tag, 1, 1000)
 			}
 			px := faultproxy.Start(t, d.upstream())
-			p := start(t, t.TempDir(), "--segment-dsn", d.via(t, px), "--migrate=false",
-				"--wait-timeout", wait.String(), "--admin-token", "tok")
+			// The server reaches the database through a stall proxy (one
+			// connection black-holed at a time) in front of toxiproxy (all
+			// of them).
+			sx := startStallProxy(t, px.Addr(), rowsMarkers())
+			via := strings.Replace(d.via(t, px), px.Addr(), sx.Addr(), 1)
+			p := start(t, t.TempDir(), "--segment-dsn", via, "--migrate=false",
+				"--wait-timeout", wait.String(), "--admin-token", "tok", "--refresh-interval", refreshEvery.String())
 			if status, body, err := p.Get(context.Background(), "/api/segment/get/warm"); err != nil || status != 200 {
 				t.Fatalf("GET warm before the fault = %d %s %v", status, body, err)
 			}
+			refreshStalled(t, sx, p, bound)
 			px.Blackhole(t)
 			for round := 1; round <= 2; round++ {
 				took := askAll(t, p, boundRoutes)
@@ -107,12 +113,65 @@ func TestBlackholeBound(t *testing.T) {
 	}
 }
 
+// refreshEvery is TestBlackholeBound's --refresh-interval: the tag-list
+// re-read runs often enough that a black hole longer than it stalls one.
+const refreshEvery = time.Second
+
+// stalledRoutes are the admin requests sent while a tag-list re-read is
+// stalled on a black-holed connection and the database answers again on
+// new ones, with the status each must get: the create's row is written
+// (its re-read of the tag list is left to the refresh loop), the fence
+// raises max_id.
+var stalledRoutes = []boundRoute{
+	{method: "POST", path: "/api/v1/admin/tags", body: `{"bizTag":"made-while-stalled","step":10}`, admin: true},
+	{method: "POST", path: "/api/v1/admin/tags/warm/fence", body: `{"min":"900000"}`, admin: true},
+}
+
+var stalledWant = []int{http.StatusCreated, http.StatusOK}
+
+// refreshStalled stalls the connection of the refresh loop's next re-read
+// of the tag list (which has the 5 s load timeout, not --wait-timeout),
+// while every other connection to the database works, and then sends an
+// admin create, which re-reads the tag list after its insert, and a fence.
+// The create used to wait for the generator's refresh turn until the
+// stalled re-read gave up (up to 5 s); now it waits at most its
+// --wait-timeout. Both must answer within bound with their success status.
+func refreshStalled(t *testing.T, sx *stallProxy, p *servertest.Proc, bound time.Duration) {
+	t.Helper()
+	sx.arm()
+	select {
+	case <-sx.Stalled():
+	case <-time.After(10 * refreshEvery):
+		t.Fatalf("no tag-list read in %v (--refresh-interval %v): the stall proxy's markers no longer match the stores' query", 10*refreshEvery, refreshEvery)
+	}
+	took, status := askAllStatus(t, p, stalledRoutes)
+	for i, r := range stalledRoutes {
+		t.Logf("refresh stalled: %s %s = %d in %v", r.method, r.path, status[i], took[i].Round(time.Millisecond))
+		if took[i] > bound {
+			t.Errorf("%s %s took %v while a tag-list re-read was stalled on a black-holed connection, want <= %v",
+				r.method, r.path, took[i].Round(time.Millisecond), bound)
+		}
+		if status[i] != stalledWant[i] {
+			t.Errorf("%s %s while a tag-list re-read was stalled = %d, want %d", r.method, r.path, status[i], stalledWant[i])
+		}
+	}
+}
+
 // askAll sends every route at once and returns how long each took until
 // its whole answer was read (a client timeout of 30 s counts as 30 s).
 func askAll(t *testing.T, p *servertest.Proc, routes []boundRoute) []time.Duration {
 	t.Helper()
+	took, _ := askAllStatus(t, p, routes)
+	return took
+}
+
+// askAllStatus is askAll that also returns each answer's status (0 when
+// none came).
+func askAllStatus(t *testing.T, p *servertest.Proc, routes []boundRoute) ([]time.Duration, []int) {
+	t.Helper()
 	client := &http.Client{Timeout: 30 * time.Second}
 	took := make([]time.Duration, len(routes))
+	status := make([]int, len(routes))
 	var wg sync.WaitGroup
 	for i, r := range routes {
 		wg.Go(func() {
@@ -127,6 +186,7 @@ func askAll(t *testing.T, p *servertest.Proc, routes []boundRoute) []time.Durati
 			t0 := time.Now()
 			resp, err := client.Do(req)
 			if err == nil {
+				status[i] = resp.StatusCode
 				_, err = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}
@@ -138,7 +198,7 @@ func askAll(t *testing.T, p *servertest.Proc, routes []boundRoute) []time.Durati
 		})
 	}
 	wg.Wait()
-	return took
+	return took, status
 }
 
 // TestStartDatabaseDown is issue 16 item 10: leaf-server started while its
