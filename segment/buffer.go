@@ -11,13 +11,20 @@ import (
 // immutable; used counts take calls, so it can pass size but never wraps in
 // practice (2^63 calls) and an ID outside [start, max) is never returned.
 type segment struct {
-	// used, which every take writes, has a 64-byte cache line to itself:
-	// a full line of padding on each side keeps every other field, and any
-	// neighbouring object, off the lines that hold it, whatever the
-	// allocation's alignment (Go promises none beyond 8 bytes). Under
-	// contention the line of used moves from core to core on every add;
-	// had due and start shared it, the reads after the add could miss again
-	// when another core took the line in between.
+	// used counts takes; every take writes it. It sits alone on the first
+	// cache line of the segment and the read-mostly fields below on the
+	// second, so that under contention the line of used moves from core to
+	// core on every add while due and start, read after the add, stay put.
+	// That holds when the segment starts on a cache line: it is 128 bytes,
+	// one of the Go allocator's size classes, whose objects lie at multiples
+	// of 128 bytes in page-aligned spans (TestSegmentLayout checks both).
+	// Go promises no alignment beyond 8 bytes; were a segment misaligned, a
+	// take would cost more, never hand out a wrong ID. The previous layout,
+	// a full line of padding on each side of used, needed no alignment and
+	// cost 192 bytes per segment, up to two segments per tag
+	// (docs/architecture.md, "Memory per tag").
+	used atomic.Int64
+	_    [cacheLine - 8]byte
 
 	// due is the used count up to which a take needs nothing more: the
 	// fast path is n <= due. It is prefetchAfter while no next segment is
@@ -33,15 +40,12 @@ type segment struct {
 	// prefetchAfter is the used count past which the idle part, max minus
 	// the next value, is below 0.9*step (Leaf: getIdle() < 0.9*getStep()).
 	prefetchAfter int64
-	_             [cacheLine]byte
-	// used counts takes, alone on its cache line.
-	used atomic.Int64
-	_    [cacheLine]byte
+	_             [cacheLine - 6*8]byte
 }
 
 // cacheLine is the size of a CPU cache line in bytes: 64 on amd64 and most
-// arm64 cores. On a CPU with longer lines the padding is too short to keep
-// used alone, which costs speed, never correctness.
+// arm64 cores. On a CPU with longer lines used shares its line with the
+// read-mostly fields, which costs speed, never correctness.
 const cacheLine = 64
 
 func newSegment(start, max, step int64) *segment {
@@ -99,68 +103,101 @@ type loadCall struct {
 	err  error
 }
 
-// buffer is the per-tag double buffer (Leaf's SegmentBuffer).
+// buffer is the per-tag double buffer (Leaf's SegmentBuffer). There is one
+// per tag of leaf_alloc, busy or not, so its size is most of the memory a
+// tag costs (docs/architecture.md, "Memory per tag"; TestBufferSize): what
+// only a failing tag needs lives in fail, allocated at its first failure,
+// and the segment switched away from is remembered by its bounds, not kept.
 type buffer struct {
 	tag string
 	// seq orders buffer creation, so that a refresh whose tag list was read
 	// before a miss lookup created a buffer does not drop it.
 	seq uint64
-	// probe marks a buffer created by a miss lookup; it is dropped from the
-	// cache when its first load fails.
-	probe bool
-	// known is true once the tag is known to have a row: a refresh listed
-	// it, or an allocation of it succeeded (LoadEvent.Known).
-	known atomic.Bool
 
 	// cur is the segment IDs are taken from; nil until the first load.
 	cur atomic.Pointer[segment]
-	// pending is true while a next segment is ready or a load is in flight,
-	// so that the fast path starts at most one prefetch.
-	pending atomic.Bool
 	// retryAt is the Clock instant, in Unix nanoseconds, before which no
 	// load is started after a failure; 0 when not in backoff.
 	retryAt atomic.Int64
+	// known is true once the tag is known to have a row: a refresh listed
+	// it, or an allocation of it succeeded (LoadEvent.Known).
+	known atomic.Bool
+	// pending is true while a next segment is ready or a load is in flight,
+	// so that the fast path starts at most one prefetch.
+	pending atomic.Bool
 
 	mu sync.Mutex // guards the fields below and the switch of cur
 	// next is the prefetched segment, nil when none is ready (Leaf's
 	// nextReady is next != nil).
 	next *segment
-	// prev is the segment switched away from, shown in Stats in the slot of
-	// next until a new next arrives (Leaf's /cache shows the same).
-	prev *segment
 	// load is the allocation in flight, nil when none.
 	load *loadCall
-	// initOK is true once the first segment was loaded (Leaf's initOk).
-	initOK bool
-	// removed is true once the tag left the cache: Get answers
-	// ErrTagNotFound, and a Tag handle holding b looks the tag up again.
-	removed bool
-	// pos is the index, 0 or 1, of cur in Leaf's two-slot display.
-	pos int
+	// fail holds the load failures; nil until the first one, kept after a
+	// success for display.
+	fail *loadFailures
 	// step is the current dynamic step and minStep the DB step read by the
 	// last load, in IDs (Leaf's step and minStep).
 	step, minStep int64
-	// updated is Leaf's updateTimestamp: zero until the first prefetch,
-	// then the Clock time of the last prefetch. It drives the dynamic step.
-	updated time.Time
 	// lastLoad and lastLatency describe the last successful load: its Clock
 	// time and its real duration.
 	lastLoad    time.Time
 	lastLatency time.Duration
-	// failures counts failed loads since the last success; totalFailures
-	// counts all of them. lastErr is the last load error, kept after a
-	// success for display.
-	failures, totalFailures int64
-	lastErr                 error
 	// retired counts IDs handed out from segments that are no longer cur.
 	retired int64
 	// highMax is the tag's high-water mark: the highest max_id accepted
 	// for it, by this generator or (through Config.Marks) an earlier one.
 	// A segment that starts below it is refused (ErrRewound).
 	highMax int64
+	// prevMax and prevStep are the max and step of the segment switched
+	// away from (spent, so its next value is its max), shown in Stats in
+	// the slot of next until a new next arrives (Leaf's /cache shows the
+	// same); prevMax is 0 before the first switch.
+	prevMax, prevStep int64
+	// pos is the index, 0 or 1, of cur in Leaf's two-slot display.
+	pos uint8
+	// probe marks a buffer created by a miss lookup; it is dropped from the
+	// cache when its first load fails.
+	probe bool
+	// initOK is true once the first segment was loaded (Leaf's initOk).
+	initOK bool
+	// removed is true once the tag left the cache: Get answers
+	// ErrTagNotFound, and a Tag handle holding b looks the tag up again.
+	removed bool
 	// refusing is true from a refusal (ErrRewound) until the next
 	// successful load.
 	refusing bool
+	// grown is true once a load after the first succeeded. Leaf's
+	// updateTimestamp, which drives the dynamic step, is then lastLoad (it
+	// is set on every such load, as lastLoad is); before, it is zero.
+	grown bool
+}
+
+// loadFailures is the failure history of a buffer.
+type loadFailures struct {
+	// failures counts failed loads since the last success; total counts
+	// all of them.
+	failures, total int64
+	// lastErr is the last load error, kept after a success for display.
+	lastErr error
+}
+
+// failed returns b.fail, allocating it at the first failure. b.mu must be
+// held.
+func (b *buffer) failed() *loadFailures {
+	if b.fail == nil {
+		b.fail = &loadFailures{}
+	}
+	return b.fail
+}
+
+// updated is Leaf's updateTimestamp: zero until the first prefetch (a load
+// after the first one) succeeded, then the Clock time of the last one.
+// b.mu must be held.
+func (b *buffer) updated() time.Time {
+	if !b.grown {
+		return time.Time{}
+	}
+	return b.lastLoad
 }
 
 // setPending records whether a next segment is pending (a load in flight
@@ -207,18 +244,20 @@ func (b *buffer) stats() BufferStats {
 		InitOK:          b.initOK,
 		NextReady:       b.next != nil,
 		Loading:         b.load != nil,
-		Pos:             b.pos,
+		Pos:             int(b.pos),
 		Step:            b.step,
 		MinStep:         b.minStep,
 		LastLoad:        b.lastLoad,
 		LastLoadLatency: b.lastLatency,
-		LoadFailures:    b.totalFailures,
 		Issued:          b.retired,
 		Refusing:        b.refusing,
 		HighWater:       b.highMax,
 	}
-	if b.lastErr != nil {
-		st.LastError = b.lastErr.Error()
+	if f := b.fail; f != nil {
+		st.LoadFailures = f.total
+		if f.lastErr != nil {
+			st.LastError = f.lastErr.Error()
+		}
 	}
 	if ra := b.retryAt.Load(); ra != 0 {
 		st.RetryAt = time.Unix(0, ra)
@@ -232,8 +271,8 @@ func (b *buffer) stats() BufferStats {
 	case b.next != nil:
 		st.Segments[1-b.pos] = b.next.stats()
 		st.Remaining += b.next.size
-	case b.prev != nil:
-		st.Segments[1-b.pos] = b.prev.stats()
+	case b.prevMax != 0:
+		st.Segments[1-b.pos] = SegmentStats{Value: b.prevMax, Max: b.prevMax, Step: b.prevStep}
 	}
 	return st
 }

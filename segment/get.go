@@ -188,7 +188,7 @@ func (g *Generator) advance(b *buffer, seen *segment) (*loadCall, error) {
 	case b.next != nil:
 		if seen != nil {
 			b.retired += seen.size
-			b.prev = seen
+			b.prevMax, b.prevStep = seen.max, seen.step
 		}
 		b.cur.Store(b.next)
 		b.next = nil
@@ -200,7 +200,7 @@ func (g *Generator) advance(b *buffer, seen *segment) (*loadCall, error) {
 	}
 	if ra := b.retryAt.Load(); ra != 0 {
 		if wait := time.Duration(ra - g.clock.Now().UnixNano()); wait > 0 {
-			return nil, fmt.Errorf("%w: %q: loads failing, next try in %v: %w", ErrNoSegment, b.tag, wait, b.lastErr)
+			return nil, fmt.Errorf("%w: %q: loads failing, next try in %v: %w", ErrNoSegment, b.tag, wait, b.failed().lastErr)
 		}
 	}
 	call := g.startLoad(b)

@@ -40,10 +40,11 @@ func (g *Generator) startLoad(b *buffer) *loadCall {
 	call := &loadCall{done: make(chan struct{})}
 	first := !b.initOK
 	var sinceLast time.Duration
-	if !b.updated.IsZero() {
-		sinceLast = g.clock.Now().Sub(b.updated)
+	updated := b.updated()
+	if !updated.IsZero() {
+		sinceLast = g.clock.Now().Sub(updated)
 	}
-	step := nextStep(first || b.updated.IsZero(), b.step, b.minStep, sinceLast, g.cfg) // 0: the row's own step
+	step := nextStep(first || updated.IsZero(), b.step, b.minStep, sinceLast, g.cfg) // 0: the row's own step
 	if !g.spawn(func() { g.load(b, call, first, step) }) {
 		return nil
 	}
@@ -124,7 +125,9 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 			g.log.Warn("segment: tag serves again: max_id is at or above the high-water mark",
 				"biz_tag", b.tag, "segment", fmt.Sprintf("[%d, %d)", seg.start, seg.max), "high_water", high)
 		}
-		b.failures = 0
+		if b.fail != nil {
+			b.fail.failures = 0
+		}
 		b.retryAt.Store(0)
 		b.lastLoad, b.lastLatency = now, latency
 		switch {
@@ -137,12 +140,13 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		default:
 			// pending stays true: a next segment is ready.
 			b.step, b.minStep = alloc.Step, alloc.DBStep
-			b.updated = now
+			b.grown = true // updated() is now lastLoad
 			b.next = seg
 		}
 	case errors.Is(err, store.ErrTagNotFound):
-		b.totalFailures++
-		b.lastErr = err
+		f := b.failed()
+		f.total++
+		f.lastErr = err
 		b.remove()
 		drop, missing = true, true
 		b.setPending(false)
@@ -151,10 +155,11 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		// The row exists (it allocated) and the tag must stay visible as
 		// refusing, so even a miss-lookup buffer is kept.
 		b.refusing = true
-		b.failures++
-		b.totalFailures++
-		b.lastErr = err
-		backoff := g.backoff(b.failures, g.cfg.RefuseRetryMax)
+		f := b.failed()
+		f.failures++
+		f.total++
+		f.lastErr = err
+		backoff := g.backoff(f.failures, g.cfg.RefuseRetryMax)
 		b.retryAt.Store(now.Add(backoff).UnixNano())
 		b.setPending(false)
 		call.err = fmt.Errorf("%w: %w", ErrNoSegment, err)
@@ -170,14 +175,15 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 				"no new segment for it until max_id is fenced forward to the high-water mark", attrs...)
 		}
 	default:
-		b.failures++
-		b.totalFailures++
-		b.lastErr = err
+		f := b.failed()
+		f.failures++
+		f.total++
+		f.lastErr = err
 		ceiling := g.cfg.RetryMax
 		if b.refusing {
 			ceiling = g.cfg.RefuseRetryMax
 		}
-		backoff := g.backoff(b.failures, ceiling)
+		backoff := g.backoff(f.failures, ceiling)
 		b.retryAt.Store(now.Add(backoff).UnixNano())
 		b.setPending(false)
 		switch {
@@ -199,7 +205,7 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 				level = slog.LevelError // no ID for this tag until an operator acts
 			}
 			defer g.log.Log(context.Background(), level, "segment: load failed", "biz_tag", b.tag,
-				"first", first, "failures", b.failures, "retry_in", backoff, "refusing", b.refusing, "err", err)
+				"first", first, "failures", f.failures, "retry_in", backoff, "refusing", b.refusing, "err", err)
 		}
 	}
 	if drop {

@@ -78,7 +78,7 @@ type LogMarks struct {
 	writes, compactions int
 	// nextCompact is the size at which the next compaction is tried.
 	nextCompact int64
-	// buf is reused by the writer.
+	// buf is reused by the writer for appends (not for snapshots).
 	buf []byte
 }
 
@@ -361,11 +361,14 @@ func (f *LogMarks) compactTurn() {
 // caller is the one writer (or holds f.mu in open); f.marks is not changed
 // meanwhile, since only the writer changes it.
 func (f *LogMarks) compact() error {
-	b := append(f.buf[:0], marksLogHeader...)
+	// Not f.buf: a snapshot is as large as all marks (about 20 bytes a
+	// tag), and compactions are rare; kept for the appends, its buffer
+	// would stay allocated for good (docs/architecture.md, "Memory per
+	// tag").
+	b := []byte(marksLogHeader)
 	for _, t := range slices.Sorted(maps.Keys(f.marks)) {
 		b = appendRecord(b, t, f.marks[t])
 	}
-	f.buf = b
 	if err := atomicfile.Write(f.path, b); err != nil {
 		return err
 	}
