@@ -94,6 +94,10 @@ type Deps struct {
 	// as [segment.Config.OnLoad]; its load count and latency metrics are
 	// registered with the others. Nil leaves those two metrics out.
 	LoadMetrics *LoadMetrics
+	// TagMetrics chooses the biz_tags with series of their own on /metrics
+	// (leaf-server's --metrics-top-tags, --metrics-tags,
+	// --metrics-all-tags-max); the zero value is the default.
+	TagMetrics TagMetrics
 	// RunwayWarn is the runway (buffered IDs ÷ rate) below which the
 	// dashboard shows a tag in the warning colour; zero or less means 60 s.
 	RunwayWarn time.Duration

@@ -7,8 +7,9 @@ import "time"
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 // registerMetrics registers leaf-go's collectors on d.Registerer: the HTTP
-// request metrics (metrics_http.go), the per-tag segment collector with the
-// request errors and d.LoadMetrics when tr is not nil (metrics_segment.go),
+// request metrics (metrics_http.go), the segment collector with the request
+// errors and d.LoadMetrics when tr is not nil (metrics_segment.go; which
+// tags get series of their own: d.TagMetrics, metrics_select.go),
 // leaf_store_retries_total when d.Store counts its retries
 // (metrics_store.go), and the snowflake collector when d.Snowflake is not
 // nil (metrics_snowflake.go). tr is the segment tracker, nil when segment
@@ -24,8 +25,9 @@ func registerMetrics(d Deps, tr *tracker) *httpMetrics {
 	m := newHTTPMetrics()
 	reg.MustRegister(m.collectors()...)
 	if tr != nil {
-		m.segErrs = newTagErrors(tr.isServed)
-		reg.MustRegister(newSegmentCollector(tr, m.segErrs, d.LoadMetrics))
+		sel := newTagSelection(d.TagMetrics)
+		m.segErrs = newTagErrors(tr.isServed, sel)
+		reg.MustRegister(newSegmentCollector(tr, sel, m.segErrs, d.LoadMetrics))
 	}
 	if rc, ok := d.Store.(retryCounter); ok {
 		reg.MustRegister(newStoreRetryCollector(rc))

@@ -4,6 +4,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -86,4 +88,65 @@ func TestRecordLeafCodeReachesStatusWriter(t *testing.T) {
 	// Without the middleware there is nothing to record on.
 	recordLeafCode(httptest.NewRecorder(), -2)
 	recordLeafCode(wrapped{httptest.NewRecorder()}, -2)
+}
+
+func TestMatchTag(t *testing.T) {
+	tests := []struct {
+		patterns []string
+		tag      string
+		want     bool
+	}{
+		{[]string{"order-*"}, "order-eu", true},
+		{[]string{"order-*"}, "order-eu/1", true}, // a prefix crosses "/"
+		{[]string{"order-*"}, "orders", false},
+		{[]string{"*"}, "a/b", true},       // every tag
+		{[]string{"x/*y"}, "x/a/y", false}, // a glob's * does not cross "/"
+		{[]string{"x/*y"}, "x/ay", true},
+		{[]string{"pay-?"}, "pay-1", true},
+		{[]string{"pay-?"}, "pay-10", false},
+		{[]string{"[ab]-*x"}, "b-1x", true},
+		{[]string{"x", "y*"}, "yes", true},
+		{nil, "any", false},
+	}
+	for _, tt := range tests {
+		if got := matchTag(tt.patterns, tt.tag); got != tt.want {
+			t.Errorf("matchTag(%q, %q) = %v, want %v", tt.patterns, tt.tag, got, tt.want)
+		}
+	}
+	if _, err := ParseTagPatterns("ok*,[x"); err == nil {
+		t.Error(`ParseTagPatterns("ok*,[x") = nil error, want one for "[x"`)
+	}
+}
+
+// TestSmallest: the heap selection returns the same k as a full sort, and
+// leaves out tags that do not consume IDs.
+func TestSmallest(t *testing.T) {
+	views := make([]bufferView, 1000)
+	for i := range views {
+		views[i] = bufferView{BufferStats: &segment.BufferStats{BizTag: strconv.Itoa(i), InitOK: i%10 != 3},
+			Rate: float64((i * 7919) % 101), Runway: float64((i * 104729) % 997)}
+	}
+	before := func(a, b int) bool {
+		if views[a].Runway != views[b].Runway {
+			return views[a].Runway < views[b].Runway
+		}
+		return views[a].BizTag < views[b].BizTag
+	}
+	var want []int
+	for i, v := range views {
+		if v.InitOK && v.Rate > 0 {
+			want = append(want, i)
+		}
+	}
+	slices.SortFunc(want, func(a, b int) int {
+		if before(a, b) {
+			return -1
+		}
+		return 1
+	})
+	for _, k := range []int{0, 1, 7, 100, len(want), len(want) + 5} {
+		if got := smallest(views, k, before); !slices.Equal(got, want[:min(k, len(want))]) {
+			t.Errorf("smallest(k=%d) = %v…, want %v…", k, got[:min(5, len(got))], want[:min(5, k)])
+		}
+	}
 }

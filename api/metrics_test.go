@@ -79,8 +79,9 @@ var perTagFamilies = []string{
 	"leaf_segment_consumption_rate_ids_per_second",
 	"leaf_segment_runway_seconds",
 	"leaf_segment_loads_total",
-	"leaf_segment_load_duration_seconds",
 	"leaf_segment_last_load_timestamp_seconds",
+	"leaf_segment_last_load_duration_seconds",
+	"leaf_segment_rewound",
 }
 
 func TestMetricsOnlyForServedTags(t *testing.T) {
@@ -138,6 +139,9 @@ func TestMetricsOnlyForServedTags(t *testing.T) {
 		{"leaf_http_requests_total", []string{"route", "/api/segment/get/{key}", "method", "GET", "code", "200"}, 35},
 		{"leaf_http_requests_total", []string{"route", "/api/segment/get/{key}", "method", "GET", "code", "500"}, 4},
 		{"leaf_segment_tags", nil, 3},
+		{"leaf_segment_tags_served", nil, 2},
+		{"leaf_segment_tags_with_series", nil, 3}, // at most 200 tags: all of them
+		{"leaf_segment_all_ids_issued_total", nil, 35},
 	}
 	for _, tt := range tests {
 		got, ok := value(t, s.reg, tt.name, tt.labels...)
@@ -148,7 +152,10 @@ func TestMetricsOnlyForServedTags(t *testing.T) {
 	// A lookup of a tag the store does not have is not a failed load: no
 	// load series, under biz_tag="" or any other.
 	text := s.get(t, "/metrics").body
-	for _, bad := range []string{`leaf_segment_loads_total{biz_tag=""`, `leaf_segment_load_duration_seconds_count{biz_tag=""`, `result="error"`} {
+	if v, _ := value(t, s.reg, "leaf_segment_all_loads_total", "result", "error"); v != 0 {
+		t.Errorf(`leaf_segment_all_loads_total{result="error"} = %v after 4 unknown-tag lookups, want 0`, v)
+	}
+	for _, bad := range []string{`leaf_segment_loads_total{biz_tag=""`, `leaf_segment_load_duration_seconds_count{`, `leaf_segment_loads_total{biz_tag="alpha",result="error"`} {
 		if strings.Contains(text, bad) {
 			t.Errorf("/metrics after 4 unknown-tag lookups has %s: %s", bad, grepLines(text, "leaf_segment_load"))
 		}
@@ -163,6 +170,10 @@ func TestMetricsOnlyForServedTags(t *testing.T) {
 	}
 	if v, _ := value(t, s.reg, "leaf_segment_loads_total", "biz_tag", "alpha", "result", "ok"); v != 2 {
 		t.Errorf("leaf_segment_loads_total{alpha,ok} = %v, want 2", v)
+	}
+	// One histogram over every tag, without biz_tag: alpha's two loads and beta's one.
+	if v, _ := value(t, s.reg, "leaf_segment_load_duration_seconds"); v != 3 {
+		t.Errorf("leaf_segment_load_duration_seconds count = %v, want 3", v)
 	}
 }
 

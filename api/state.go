@@ -33,13 +33,18 @@ type tracker struct {
 	gen *segment.Generator
 	now func() time.Time
 
-	mu sync.Mutex // guards tags, served, servedAt
-	// tags holds the history of each tag seen InitOK in the last snapshot.
-	tags map[string]*tagHistory
-	// served is the set of InitOK tags of the last snapshot, taken at
-	// servedAt.
-	served   map[string]bool
+	mu sync.Mutex // guards tags, servedAt, gen, retired
+	// tags holds the history of each tag seen InitOK in the last snapshot,
+	// taken at servedAt: its keys are the served tags.
+	tags     map[string]*tagHistory
 	servedAt time.Time
+	// epoch counts snapshots; a history not seen in the current one
+	// (tagHistory.seen) is of a tag no longer served.
+	epoch uint64
+	// retired counts the IDs of buffers gone since the start (their tag
+	// left the store or the buffer was re-created), as of the last snapshot
+	// that saw them, so that the sum over every tag never goes back.
+	retired int64
 	// refreshing is true while isServed takes a snapshot.
 	refreshing atomic.Bool
 }
@@ -47,6 +52,8 @@ type tracker struct {
 type tagHistory struct {
 	samples []issuedSample // time-ordered, the first may be older than rateWindow
 	steps   []stepChange   // the last stepHistoryLen changes, oldest first
+	last    int64          // Issued in the last snapshot
+	seen    uint64         // tracker.epoch of the last snapshot that had the tag InitOK
 }
 
 type issuedSample struct {
@@ -61,7 +68,9 @@ type stepChange struct {
 
 // bufferView is one tag's Stats plus what the tracker derived.
 type bufferView struct {
-	segment.BufferStats
+	// BufferStats points into the snapshot's slice, so that a view costs
+	// no copy of the stats (about 200 bytes a tag).
+	*segment.BufferStats
 	// Rate is IDs per second over the last rateWindow; 0 when unknown.
 	Rate float64
 	// Runway is Remaining / Rate in seconds, +Inf when Rate is 0.
@@ -70,42 +79,58 @@ type bufferView struct {
 }
 
 func newTracker(gen *segment.Generator, now func() time.Time) *tracker {
-	return &tracker{gen: gen, now: now, tags: map[string]*tagHistory{}, served: map[string]bool{}}
+	return &tracker{gen: gen, now: now, tags: map[string]*tagHistory{}}
 }
 
-// sample takes a Stats snapshot, records it and returns it with rates.
+// sample takes a Stats snapshot, records it and returns it with rates and
+// step histories.
 func (t *tracker) sample() []bufferView {
+	views, _ := t.snapshot(true)
+	return views
+}
+
+// snapshot takes a Stats snapshot, records it and returns it with rates,
+// with the step histories when steps is true (one allocation per tag), and
+// the IDs of buffers gone since the start (see tracker.retired).
+func (t *tracker) snapshot(steps bool) ([]bufferView, int64) {
 	stats := t.gen.Stats()
 	now := t.now()
 	views := make([]bufferView, len(stats))
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	served := make(map[string]bool, len(stats))
+	t.epoch++
 	for i, st := range stats {
-		v := bufferView{BufferStats: st, Runway: math.Inf(1)}
+		v := bufferView{BufferStats: &stats[i], Runway: math.Inf(1)}
 		if st.InitOK {
-			served[st.BizTag] = true
 			h := t.tags[st.BizTag]
 			if h == nil {
 				h = &tagHistory{}
 				t.tags[st.BizTag] = h
 			}
+			h.seen = t.epoch
+			if st.Issued < h.last {
+				t.retired += h.last // the buffer was re-created
+			}
+			h.last = st.Issued
 			v.Rate = h.add(now, st)
 			if v.Rate > 0 {
 				v.Runway = float64(st.Remaining) / v.Rate
 			}
-			v.Steps = append([]stepChange(nil), h.steps...)
+			if steps {
+				v.Steps = append([]stepChange(nil), h.steps...)
+			}
 		}
 		views[i] = v
 	}
-	for tag := range t.tags {
-		if !served[tag] {
+	for tag, h := range t.tags {
+		if h.seen != t.epoch {
+			t.retired += h.last
 			delete(t.tags, tag)
 		}
 	}
-	t.served, t.servedAt = served, now
-	return views
+	t.servedAt = now
+	return views, t.retired
 }
 
 // add records st taken at now and returns the rate in IDs per second.
@@ -151,7 +176,7 @@ func (h *tagHistory) add(now time.Time, st segment.BufferStats) float64 {
 // one, so that a storm of errors costs at most a few Stats calls a second.
 func (t *tracker) isServed(tag string) bool {
 	t.mu.Lock()
-	ok := t.served[tag]
+	ok := t.tags[tag] != nil
 	stale := t.now().Sub(t.servedAt) >= knownStaleAfter
 	t.mu.Unlock()
 	if ok || !stale || !t.refreshing.CompareAndSwap(false, true) {
@@ -161,7 +186,7 @@ func (t *tracker) isServed(tag string) bool {
 	t.sample()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.served[tag]
+	return t.tags[tag] != nil
 }
 
 // The JSON of GET /api/v1/segment/buffers. IDs and counters that can pass
@@ -331,7 +356,7 @@ func (o bufferOrder) cursorOf(v bufferView) string {
 func (o bufferOrder) parseCursor(c string) (v bufferView, ok bool) {
 	if o != "runway" {
 		tag, ok := strings.CutPrefix(c, "t:")
-		return bufferView{BufferStats: segment.BufferStats{BizTag: tag}}, ok
+		return bufferView{BufferStats: &segment.BufferStats{BizTag: tag}}, ok
 	}
 	flag, rest, ok1 := strings.Cut(c, ":")
 	num, tag, ok2 := strings.Cut(rest, ":")
@@ -339,7 +364,7 @@ func (o bufferOrder) parseCursor(c string) (v bufferView, ok bool) {
 	if !ok1 || !ok2 || (flag != "r" && flag != "i") || err != nil || math.IsNaN(r) {
 		return bufferView{}, false
 	}
-	v = bufferView{BufferStats: segment.BufferStats{BizTag: tag, Refusing: flag == "r", InitOK: !math.IsInf(r, 1)}, Runway: r}
+	v = bufferView{BufferStats: &segment.BufferStats{BizTag: tag, Refusing: flag == "r", InitOK: !math.IsInf(r, 1)}, Runway: r}
 	return v, true
 }
 

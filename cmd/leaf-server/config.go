@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store/dsn"
@@ -98,6 +99,19 @@ type Config struct {
 	// and past twice the size of one record per tag, it is. Default 1 MiB;
 	// at least 1. Small values are for tests that want compactions often.
 	MarksCompactBytes int64
+	// MetricsTopTags is the number of tags with the lowest runway, and of
+	// tags with the highest consumption rate, that get per-tag series on
+	// /metrics once there are more than MetricsAllTagsMax tags
+	// ([api.TagMetrics.Top]). Default 50; 0 means none.
+	MetricsTopTags int
+	// MetricsTags is a comma-separated list of biz_tag patterns whose tags
+	// always get per-tag series: "prefix*" or a path.Match glob
+	// ([api.TagMetrics.Patterns]). Default empty.
+	MetricsTags string
+	// MetricsAllTagsMax is the largest number of tags for which every tag
+	// gets per-tag series ([api.TagMetrics.AllMax]). Default 200; 0 means
+	// never (only the chosen tags).
+	MetricsAllTagsMax int
 	// ShutdownTimeout bounds the graceful drain on SIGTERM. Default 10 s.
 	ShutdownTimeout time.Duration
 	// DemoTag inserts Leaf's sample row leaf-segment-test (max_id 1, step
@@ -138,6 +152,8 @@ func DefaultConfig() Config {
 		WorkerIDMax:       -1,
 		RefreshInterval:   time.Minute,
 		MarksCompactBytes: segment.DefaultCompactBytes,
+		MetricsTopTags:    api.DefaultMetricsTopTags,
+		MetricsAllTagsMax: api.DefaultMetricsAllTagsMax,
 		ShutdownTimeout:   10 * time.Second,
 		DemoTag:           true,
 		LogFormat:         "text",
@@ -209,6 +225,9 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", cfg.WaitTimeout, "longest wait for a segment load before answering -3")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", cfg.RefreshInterval, "how often the biz_tag list is re-read")
 	fs.Int64Var(&cfg.MarksCompactBytes, "marks-compact-bytes", cfg.MarksCompactBytes, "size in bytes below which the high-water marks log is never compacted")
+	fs.IntVar(&cfg.MetricsTopTags, "metrics-top-tags", cfg.MetricsTopTags, "past --metrics-all-tags-max tags, /metrics has per-tag series for this many tags with the lowest runway and this many with the highest rate (0 = none)")
+	fs.StringVar(&cfg.MetricsTags, "metrics-tags", cfg.MetricsTags, "comma-separated biz_tag patterns (prefix* or path.Match globs) that always get per-tag series on /metrics")
+	fs.IntVar(&cfg.MetricsAllTagsMax, "metrics-all-tags-max", cfg.MetricsAllTagsMax, "every tag gets per-tag series on /metrics while there are at most this many tags (0 = never)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest graceful drain on SIGTERM")
 	fs.BoolVar(&cfg.DemoTag, "demo-tag", cfg.DemoTag, "insert Leaf's sample tag leaf-segment-test when leaf_alloc is empty")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
@@ -328,6 +347,15 @@ func (c Config) validate() error {
 	if c.MarksCompactBytes < 1 {
 		errs = append(errs, errors.New("--marks-compact-bytes must be at least 1"))
 	}
+	if c.MetricsTopTags < 0 {
+		errs = append(errs, errors.New("--metrics-top-tags must be 0 (none) or positive"))
+	}
+	if c.MetricsAllTagsMax < 0 {
+		errs = append(errs, errors.New("--metrics-all-tags-max must be 0 (never) or positive"))
+	}
+	if _, err := api.ParseTagPatterns(c.MetricsTags); err != nil {
+		errs = append(errs, fmt.Errorf("--metrics-tags: %w", err))
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
@@ -375,6 +403,21 @@ func (c Config) validate() error {
 		errs = append(errs, errors.New("both modes are disabled: enable --segment or --snowflake"))
 	}
 	return errors.Join(errs...)
+}
+
+// tagMetrics is the /metrics tag selection of the --metrics-* flags. The
+// flags' 0 (none, never) is api.TagMetrics' negative; the patterns were
+// checked by validate.
+func (c Config) tagMetrics() api.TagMetrics {
+	tm := api.TagMetrics{Top: c.MetricsTopTags, AllMax: c.MetricsAllTagsMax}
+	tm.Patterns, _ = api.ParseTagPatterns(c.MetricsTags)
+	if tm.Top == 0 {
+		tm.Top = -1
+	}
+	if tm.AllMax == 0 {
+		tm.AllMax = -1
+	}
+	return tm
 }
 
 // etcdPrefix is the effective etcd key prefix: EtcdPrefix, or

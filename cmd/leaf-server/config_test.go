@@ -3,12 +3,14 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -93,6 +95,9 @@ func TestConfigErrors(t *testing.T) {
 		{"missing file", "", []string{"--config", "/nonexistent/leaf.properties"}, "nonexistent"},
 		{"stray argument", "", []string{"serve"}, "unexpected arguments"},
 		{"negative peer skew", "", []string{"--max-peer-clock-skew", "-1s"}, "--max-peer-clock-skew"},
+		{"negative metrics top", "", []string{"--metrics-top-tags", "-1"}, "--metrics-top-tags"},
+		{"negative metrics all", "", []string{"--metrics-all-tags-max", "-5"}, "--metrics-all-tags-max"},
+		{"bad metrics pattern", "", []string{"--metrics-tags", "order-*,[a-"}, `--metrics-tags: bad biz_tag pattern "[a-"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,4 +207,25 @@ func FuzzJDBCToDSN(f *testing.F) {
 			t.Errorf("jdbcToDSN(%q) = %q, want a mysql:// or postgres:// DSN", url, got)
 		}
 	})
+}
+
+// TestConfigTagMetrics: the --metrics-* flags reach api.TagMetrics, their 0
+// (none, never) as the api's negative, the defaults as the api's.
+func TestConfigTagMetrics(t *testing.T) {
+	l, err := parseConfig(nil, env(nil), func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.tagMetrics(); got.Top != api.DefaultMetricsTopTags || got.AllMax != api.DefaultMetricsAllTagsMax || got.Patterns != nil {
+		t.Errorf("default tagMetrics() = %+v, want top %d, all-max %d, no patterns", got, api.DefaultMetricsTopTags, api.DefaultMetricsAllTagsMax)
+	}
+	l, err = parseConfig([]string{"--metrics-top-tags", "0", "--metrics-all-tags-max", "0", "--metrics-tags", " order-*, pay/? ,"},
+		env(nil), func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := l.tagMetrics()
+	if got.Top >= 0 || got.AllMax >= 0 || !slices.Equal(got.Patterns, []string{"order-*", "pay/?"}) {
+		t.Errorf("tagMetrics() = %+v, want top and all-max off (negative), patterns [order-* pay/?]", got)
+	}
 }

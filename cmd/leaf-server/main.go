@@ -93,7 +93,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewBuildInfoCollector(),
 	)
-	deps := api.Deps{Logger: log, Registerer: reg, AdminToken: cfg.AdminToken, WaitTimeout: cfg.WaitTimeout}
+	deps := api.Deps{Logger: log, Registerer: reg, AdminToken: cfg.AdminToken, WaitTimeout: cfg.WaitTimeout,
+		TagMetrics: cfg.tagMetrics()}
 	// The store holds leaf_alloc for segment mode and the worker leases of
 	// --worker-id-source sql.
 	var st store.Store

@@ -79,6 +79,7 @@ func TestHarness(t *testing.T) {
 		mt = "300ms"
 	}
 	section("metrics", func(t *testing.T) { metricsSection(t, rep, mt) })
+	section("metricsscale", func(t *testing.T) { metricsScaleSection(t, rep) })
 
 	load, _ := os.ReadFile("/proc/loadavg")
 	rep.add("End of run", fmt.Sprintf("Load average at the end: %s. Wall time %v.",
