@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 )
 
 // gcHeapFloor is the least heap goal leaf-server keeps (see gcFloor), in
@@ -30,6 +31,10 @@ const gcHeapFloor = 32 << 20
 // near, whatever the goal. stop restores the starting GOGC and ends the
 // tuning; it is safe to call more than once.
 //
+// GOGC is one setting per process, so one gcFloor tunes it at a time: a
+// call while another's tuning runs (run called twice in one test process)
+// does nothing.
+//
 // The tuning runs on the runtime's cleanup goroutine, from a cleanup
 // attached to an object that each collection frees (runtime.AddCleanup):
 // no goroutine of its own.
@@ -37,14 +42,21 @@ func gcFloor(floor uint64, getenv func(string) string) (stop func()) {
 	if getenv("GOGC") != "" {
 		return func() {}
 	}
+	if !gcFloorActive.CompareAndSwap(false, true) {
+		return func() {}
+	}
 	base := readGCPercent()
 	if base <= 0 {
+		gcFloorActive.Store(false)
 		return func() {}
 	}
 	t := &gcTuner{floor: floor, base: base, set: base}
 	t.arm()
 	return t.stop
 }
+
+// gcFloorActive is true while a gcFloor tunes GOGC.
+var gcFloorActive atomic.Bool
 
 // gcTuner is gcFloor's state.
 type gcTuner struct {
@@ -96,6 +108,7 @@ func (t *gcTuner) stop() {
 	if t.set != t.base {
 		debug.SetGCPercent(int(t.base))
 	}
+	gcFloorActive.Store(false)
 }
 
 // runtimeHeapMinimum is the Go runtime's least heap goal at GOGC=100, in

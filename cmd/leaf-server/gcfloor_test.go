@@ -35,6 +35,17 @@ func TestGCFloorRaisesGoal(t *testing.T) {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond) // the cleanup runs on its own goroutine
 	}
+	// A second gcFloor while this one runs does nothing: GOGC is one
+	// setting per process.
+	stop2 := gcFloor(2*floor, func(string) string { return "" })
+	for range 3 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := heapGoal(); g >= 2*floor {
+		t.Errorf("heap goal %d: a second gcFloor tuned GOGC while the first ran", g)
+	}
+	stop2()
 	stop()
 	stop() // twice is fine
 	if got := readGCPercent(); got != base {
