@@ -96,6 +96,11 @@ func (h *handler) writeID(w http.ResponseWriter, r *http.Request, id int64) {
 	} else {
 		w.Header()["Content-Type"] = []string{h.accepts.contentType(accept)}
 	}
-	var buf [20]byte
-	_, _ = w.Write(strconv.AppendInt(buf[:0], id, 10))
+	// The digits go through an interface call, so a local array would be
+	// moved to the heap; the metrics middleware's pooled writer lends its own.
+	var buf []byte
+	if sw, ok := w.(*statusWriter); ok {
+		buf = sw.digits[:0]
+	}
+	_, _ = w.Write(strconv.AppendInt(buf, id, 10))
 }

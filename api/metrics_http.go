@@ -144,6 +144,10 @@ type statusWriter struct {
 	// leafCode is the code of the Leaf error body written (-1, -2 or -3);
 	// 0 when none was.
 	leafCode int64
+	// digits is writeID's scratch space for the decimal ID (an int64 has
+	// at most 20 characters), which would otherwise be allocated per
+	// request.
+	digits [20]byte
 }
 
 func (w *statusWriter) WriteHeader(code int) {

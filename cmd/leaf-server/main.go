@@ -48,6 +48,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	cfg := l.Config
 	log := newLogger(cfg, stderr)
+	// A heap goal of at least 32 MiB: the collector otherwise runs every
+	// few hundred requests (gcfloor.go). GOGC in the environment turns it off.
+	defer gcFloor(gcHeapFloor, getenv)()
 	for _, w := range l.warnings {
 		log.Warn("configuration", "warning", w)
 	}
