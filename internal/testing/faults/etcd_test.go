@@ -99,17 +99,7 @@ func TestEtcdWorkerIDs(t *testing.T) {
 	}
 
 	// Three servers, three IDs in [10, 12].
-	a, b, c := startE(), startE(), startE()
-	wa, wb, wc := status(t, a).WorkerID, status(t, b).WorkerID, status(t, c).WorkerID
-	got := map[int64]bool{wa: true, wb: true, wc: true}
-	for w := range got {
-		if w < 10 || w > 12 {
-			t.Fatalf("worker ID %d outside --worker-id-min/max [10, 12]", w)
-		}
-	}
-	if len(got) != 3 {
-		t.Fatalf("three servers share worker IDs: %d %d %d", wa, wb, wc)
-	}
+	a, b, c, wa, wb, wc := startThree(t, startE)
 	ta, stopA := load(a)
 	tb, stopB := load(b)
 	tc, stopC := load(c)

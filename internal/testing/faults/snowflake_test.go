@@ -65,6 +65,25 @@ func checkWorker(t testing.TB, tl *tally, worker int64) {
 	}
 }
 
+// startThree starts three servers with start, which passes --worker-id-min 10
+// --worker-id-max 12, and fails unless they hold three distinct worker IDs in
+// that range.
+func startThree(t *testing.T, start func() *servertest.Proc) (a, b, c *servertest.Proc, wa, wb, wc int64) {
+	t.Helper()
+	a, b, c = start(), start(), start()
+	wa, wb, wc = status(t, a).WorkerID, status(t, b).WorkerID, status(t, c).WorkerID
+	got := map[int64]bool{wa: true, wb: true, wc: true}
+	for w := range got {
+		if w < 10 || w > 12 {
+			t.Fatalf("worker ID %d outside --worker-id-min/max [10, 12]", w)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("three servers share worker IDs: %d %d %d", wa, wb, wc)
+	}
+	return a, b, c, wa, wb, wc
+}
+
 // mergeTallies returns one tally holding the IDs, errors and violations of
 // all of ts.
 func mergeTallies(ts ...*tally) *tally {

@@ -83,17 +83,7 @@ func sqlLeaseRangeFull(t *testing.T, kind string) {
 		return tl, sfSingles(func() *servertest.Proc { return p }, tl, 2, nil)
 	}
 
-	a, b, c := startS(), startS(), startS()
-	wa, wb, wc := status(t, a).WorkerID, status(t, b).WorkerID, status(t, c).WorkerID
-	got := map[int64]bool{wa: true, wb: true, wc: true}
-	for w := range got {
-		if w < 10 || w > 12 {
-			t.Fatalf("worker ID %d outside --worker-id-min/max [10, 12]", w)
-		}
-	}
-	if len(got) != 3 {
-		t.Fatalf("three servers share worker IDs: %d %d %d", wa, wb, wc)
-	}
+	a, b, c, wa, wb, wc := startThree(t, startS)
 	ta, stopA := load(a)
 	tb, stopB := load(b)
 	tc, stopC := load(c)
