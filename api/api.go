@@ -123,7 +123,7 @@ func NewHandler(d Deps) http.Handler {
 	if d.MaxBatch <= 0 {
 		d.MaxBatch = DefaultMaxBatch
 	}
-	h := &handler{d: d, clockLog: &logLimit{every: clockLogEvery}}
+	h := &handler{d: d, failureLog: &failureLogs{}}
 
 	r := chi.NewRouter()
 	h.router = r
@@ -205,8 +205,8 @@ type handler struct {
 	// router is the router NewHandler built, asked for the methods a path
 	// serves when a 405 needs its Allow header.
 	router chi.Routes
-	// clockLog rate-limits the log lines of clock-behind refusals.
-	clockLog *logLimit
+	// failureLog rate-limits the log lines of failed ID requests, per kind.
+	failureLog *failureLogs
 	// accepts caches the Content-Type of an ID per Accept header (negotiate.go).
 	accepts acceptCache
 }

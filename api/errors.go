@@ -47,7 +47,7 @@ func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, 
 		// Unknown tags and a spent lookup limit are the caller's doing;
 		// everything else is ours.
 		h.logIDFailure(r.Context(), "id request failed",
-			err, slog.String("path", r.URL.Path), slog.Int64("code", code),
+			err, code, slog.String("path", r.URL.Path), slog.Int64("code", code),
 			slog.String("request_id", requestID(r)))
 	}
 	recordLeafCode(w, code)
@@ -282,7 +282,7 @@ func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64
 		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
 	}
 	if status >= 500 {
-		h.logIDFailure(r.Context(), "batch request failed", err, slog.String("path", r.URL.Path),
+		h.logIDFailure(r.Context(), "batch request failed", err, leafCode, slog.String("path", r.URL.Path),
 			slog.Int64("leaf_code", leafCode), slog.String("request_id", requestID(r)))
 	}
 	writeJSON(w, status, apiErrorBody{Status: status, Code: code, Message: err.Error(), Path: r.URL.Path, LeafCode: leafCode})

@@ -4,16 +4,18 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/leaf-go/leaf/snowflake"
 )
 
-// clockLogEvery is the least time between two log lines of refusals for a
-// clock behind (a restart before the persisted high-water mark refuses every
-// snowflake request for up to seconds).
-const clockLogEvery = time.Second
+// failureLogEvery is the least time between two log lines of failed ID
+// requests of one kind (see logIDFailure): a refusal that lasts (a clock
+// behind the persisted high-water mark, a lost lease, a database that does
+// not answer) repeats on every request, up to thousands a second.
+const failureLogEvery = time.Second
 
 // logLimit lets one log line through per interval and counts the others.
 // It is safe for concurrent use.
@@ -40,20 +42,53 @@ func (l *logLimit) allow(now time.Time) (ok bool, suppressed int64) {
 	return true, suppressed
 }
 
-// logIDFailure writes the warn line of a failed ID request. Refusals for a
-// clock behind (*snowflake.ClockBackwardsError) come in floods, one per
-// request, so at most one of them is logged per clockLogEvery, with the count
-// of those held back since the previous line.
-func (h *handler) logIDFailure(ctx context.Context, msg string, err error, attrs ...slog.Attr) {
-	attrs = append(attrs, slog.Any("err", err))
+// failureLogs holds one logLimit per kind of failed ID request.
+type failureLogs struct {
+	mu    sync.Mutex // guards kinds
+	kinds map[string]*logLimit
+}
+
+// limit returns the logLimit of kind, made on first use. The kinds are a
+// small fixed set (see failureKind), so the map stays small.
+func (f *failureLogs) limit(kind string) *logLimit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.kinds == nil {
+		f.kinds = map[string]*logLimit{}
+	}
+	l := f.kinds[kind]
+	if l == nil {
+		l = &logLimit{every: failureLogEvery}
+		f.kinds[kind] = l
+	}
+	return l
+}
+
+// failureKind names what a failed ID request ran into, for rate-limiting its
+// log lines: refusals for a clock behind share one kind on every route;
+// other failures are told apart by their Leaf code and the API's error code
+// (snowflakeFailure), so that a flood of one failure does not hide the first
+// line of another.
+func failureKind(err error, leafCode int64) string {
 	if cb := (*snowflake.ClockBackwardsError)(nil); errors.As(err, &cb) {
-		ok, suppressed := h.clockLog.allow(h.d.Now())
-		if !ok {
-			return
-		}
-		if suppressed > 0 {
-			attrs = append(attrs, slog.Int64("suppressed", suppressed))
-		}
+		return "clock_behind"
+	}
+	_, code := snowflakeFailure(err)
+	return strconv.FormatInt(leafCode, 10) + "/" + code
+}
+
+// logIDFailure writes the warn line of a failed ID request, at most one per
+// failureLogEvery for each kind of failure (failureKind); the next line
+// written carries the count held back since the previous one as suppressed.
+// The metrics count every failure.
+func (h *handler) logIDFailure(ctx context.Context, msg string, err error, leafCode int64, attrs ...slog.Attr) {
+	attrs = append(attrs, slog.Any("err", err))
+	ok, suppressed := h.failureLog.limit(failureKind(err, leafCode)).allow(h.d.Now())
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int64("suppressed", suppressed))
 	}
 	h.d.Logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
 }

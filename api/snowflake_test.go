@@ -230,6 +230,61 @@ func TestClockBehindRefusalsLogRateLimited(t *testing.T) {
 	}
 }
 
+// TestFailureFloodsLogRateLimited: a lost lease refuses every snowflake
+// request; 600 refusals log one warn line, and a failure of another kind
+// (a clock behind the persisted mark) still logs its own first line at
+// once. Before the limit covered every failure, the lease flood wrote a
+// line per request.
+func TestFailureFloodsLogRateLimited(t *testing.T) {
+	clock := clocktest.New(time.Now())
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	lost, err := snowflake.New(t.Context(), snowflake.Settings{WorkerID: 4, Clock: clock,
+		Lease: fixedLease{exp: time.Unix(0, 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind, err := snowflake.New(t.Context(), snowflake.Settings{WorkerID: 3, HighWater: markAhead{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvLost := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: lost, Now: clock.Now, Logger: logger}))
+	t.Cleanup(srvLost.Close)
+	srvBehind := httptest.NewServer(api.NewHandler(api.Deps{Snowflake: behind, Now: clock.Now, Logger: logger}))
+	t.Cleanup(srvBehind.Close)
+	for i := range 600 {
+		path := []string{"/api/snowflake/get/x", "/api/v1/snowflake?count=2"}[i%2]
+		if got := do(t, "GET", srvLost.URL+path); got.status != 500 && got.status != 503 {
+			t.Fatalf("GET %s with the lease lost = %d %s, want a refusal", path, got.status, got.body)
+		}
+	}
+	if got := do(t, "GET", srvBehind.URL+"/api/snowflake/get/x"); got.status != 500 {
+		t.Fatalf("GET with the clock behind the mark = %d %s, want 500", got.status, got.body)
+	}
+	var warns []map[string]any
+	for _, l := range logs.lines(t) {
+		if l["level"] == "WARN" {
+			warns = append(warns, l)
+		}
+	}
+	// Leaf's route (-1) and the batch route (503 lease_expired) are one kind per Leaf code:
+	// the lost lease answers -1 on both, so one line, then the clock's line.
+	if len(warns) != 2 {
+		t.Fatalf("%d warn lines for 600 lease refusals and 1 clock refusal, want 2: %v", len(warns), warns)
+	}
+	if !strings.Contains(warns[0]["err"].(string), "lease") || !strings.Contains(warns[1]["err"].(string), "high-water mark") {
+		t.Errorf("warn lines %v, want the lease refusal, then the clock refusal", warns)
+	}
+	clock.Add(time.Second)
+	if got := do(t, "GET", srvLost.URL+"/api/snowflake/get/x"); got.status != 500 {
+		t.Fatalf("GET with the lease lost = %d, want 500", got.status)
+	}
+	last := logs.lines(t)
+	if l := last[len(last)-1]; l["level"] != "WARN" || l["suppressed"] == nil {
+		t.Errorf("line a second later %v, want a warn line with the suppressed count", l)
+	}
+}
+
 // fakeSource is a worker ID source whose readiness, heartbeat and details
 // the test sets, as a lost SQL lease or a ZooKeeper node reports them.
 type fakeSource struct {
