@@ -148,6 +148,16 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		row.MaxID = n
 	}
+	if !in.Force && h.d.Segment != nil && row.MaxID < h.d.Segment.HighWater(row.BizTag) {
+		// A create of a tag whose row is still there is a duplicate, whatever
+		// its maxId: say that before the mark, which would send the operator
+		// looking for a reason to force. (With force, Create itself answers
+		// tag_exists, and one store call keeps the answer within the bound.)
+		if _, err := h.d.Store.MaxID(r.Context(), row.BizTag); err == nil {
+			h.storeError(w, r, fmt.Errorf("create %q: %w", row.BizTag, store.ErrTagExists))
+			return
+		}
+	}
 	forced, ok := h.markGuard(w, r, row.BizTag, "maxId", row.MaxID, in.Force, in.Reason)
 	if !ok {
 		return

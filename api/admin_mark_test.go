@@ -62,6 +62,11 @@ func TestAdminRefusesBelowHighWater(t *testing.T) {
 	if got := gen.HighWater("ta"); got != mark {
 		t.Fatalf("HighWater(ta) = %d, want %d", got, mark)
 	}
+	// The row is still there: a second create is tag_exists, not a mark to force past.
+	if got := do("POST", "/api/v1/admin/tags", `{"bizTag":"ta","maxId":"1","step":1000}`); got.status != 409 ||
+		!strings.Contains(got.body, `"code":"tag_exists"`) {
+		t.Fatalf("create of the existing ta at maxId 1 = %d %s, want 409 tag_exists", got.status, got.body)
+	}
 	if got := do("DELETE", "/api/v1/admin/tags/ta", ""); got.status != 204 {
 		t.Fatalf("DELETE ta = %d %s", got.status, got.body)
 	}
