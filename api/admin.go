@@ -142,7 +142,7 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 	row := store.Row{BizTag: in.BizTag, MaxID: 1, Step: *in.Step, Description: in.Description}
 	if in.MaxID != "" {
 		n, err := in.MaxID.Int64()
-		if err != nil || n < 1 {
+		if err != nil || n < 1 || n > int64(store.MaxFence) {
 			h.apiError(w, r, http.StatusBadRequest, "bad_max_id", "maxId must be an integer in "+fieldRanges["maxId"])
 			return
 		}
@@ -262,7 +262,7 @@ func (h *handler) adminFence(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	min, err := in.Min.Int64()
-	if err != nil || min < 1 {
+	if err != nil || min < 1 || min > int64(store.MaxFence) {
 		h.apiError(w, r, http.StatusBadRequest, "bad_min", "min must be an integer in "+fieldRanges["min"]+" (a string is fine)")
 		return
 	}

@@ -204,6 +204,8 @@ func TestAdminBadBodiesInAPITerms(t *testing.T) {
 		{"update step as string", "PATCH", "/api/v1/admin/tags/x", `{"step":"a"}`, 400, `field step: want an integer`},
 		{"update description as number", "PUT", "/api/v1/admin/tags/x", `{"description":7}`, 400, `field description: want a string`},
 		{"fence min object", "POST", "/api/v1/admin/tags/x/fence", `{"min":{}}`, 400, `field min: want an integer`},
+		{"fence min past the fence range", "POST", "/api/v1/admin/tags/x/fence", `{"min":"9223372036854775807"}`, 400, `"code":"bad_min","message":"min must be an integer in [1, 9223372034707292160]`},
+		{"maxId past the fence range", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1,"maxId":"9223372036854775807"}`, 400, `"code":"bad_max_id","message":"maxId must be an integer in [1, 9223372034707292160]`},
 		{"too large", "POST", "/api/v1/admin/tags", `{"bizTag":"x","step":1,"description":"` + strings.Repeat("d", 64<<10) + `"}`, 413, `over 64 KiB`},
 	}
 	for _, tt := range tests {
