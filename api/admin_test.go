@@ -68,8 +68,8 @@ func TestAdminAbsentWithoutToken(t *testing.T) {
 		{"POST", "/api/v1/admin/tags"},
 		{"POST", "/api/v1/admin/tags/x/fence"},
 	} {
-		if got := call(t, tt.method, srv.URL+tt.path, "anything", `{}`); got.status != 404 {
-			t.Errorf("%s %s without a configured token = %d, want 404", tt.method, tt.path, got.status)
+		if got := call(t, tt.method, srv.URL+tt.path, "anything", `{}`); got.status != 404 || !strings.Contains(got.body, "admin API is off") {
+			t.Errorf("%s %s without a configured token = %d %s, want 404 saying the admin API is off", tt.method, tt.path, got.status, got.body)
 		}
 	}
 }

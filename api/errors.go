@@ -69,7 +69,11 @@ const springNoMessage = "No message available"
 // names the method and path.
 func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
 	if isV1(r) {
-		h.apiError(w, r, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
+		msg := "no route for " + r.Method + " " + r.URL.Path
+		if h.d.AdminToken == "" && strings.HasPrefix(r.URL.Path, "/api/v1/admin/") {
+			msg += " (the admin API is off: start leaf-server with --admin-token or LEAF_ADMIN_TOKEN)"
+		}
+		h.apiError(w, r, http.StatusNotFound, "not_found", msg)
 		return
 	}
 	h.springError(w, r, http.StatusNotFound, "", springNoMessage)
