@@ -44,8 +44,14 @@ func groupOut(g store.Group) groupJSON {
 		Retention: g.Retention, PrunedBefore: g.PrunedBefore, Description: g.Description}
 }
 
-// groupList is GET /api/v1/admin/groups.
+// groupList is GET /api/v1/admin/groups: leaf_group re-read, so that a
+// database that does not answer is an error (503), not the declarations
+// this server happened to hold.
 func (h *handler) groupList(w http.ResponseWriter, r *http.Request) {
+	if err := h.d.Groups.Reload(r.Context()); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
 	out := []groupJSON{}
 	for _, g := range h.d.Groups.Declarations() {
 		out = append(out, groupOut(g))

@@ -15,12 +15,19 @@ import (
 	"github.com/leaf-go/leaf/internal/clocktest"
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
 
 // groupServer serves a fresh database of dsnStr with grouped tags on a fake
 // clock, admin token "tok".
 func groupServer(t *testing.T, dsnStr string, clock *clocktest.Clock) *httptest.Server {
+	srv, _ := groupServerStore(t, dsnStr, clock)
+	return srv
+}
+
+// groupServerStore is groupServer that also returns its store.
+func groupServerStore(t *testing.T, dsnStr string, clock *clocktest.Clock) (*httptest.Server, store.Store) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := dsn.Open(ctx, dsnStr, true)
@@ -42,7 +49,25 @@ func groupServer(t *testing.T, dsnStr string, clock *clocktest.Clock) *httptest.
 	srv := httptest.NewServer(api.NewHandler(api.Deps{Segment: gen, Store: st, Groups: groups, AdminToken: "tok",
 		Now: clock.Now, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, st
+}
+
+// TestGroupListReadsTheStore: GET /api/v1/admin/groups answered the
+// declarations in memory, so with the database down (or never reached since
+// the start) it said 200 and no groups. It reads leaf_group now, and a store
+// that does not answer is the admin API's 503 like every other admin call.
+func TestGroupListReadsTheStore(t *testing.T) {
+	clock := clocktest.New(time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC))
+	srv, st := groupServerStore(t, dbtest.SQLite(t), clock)
+	mustStatus(t, call(t, "POST", srv.URL+"/api/v1/admin/groups", "tok",
+		`{"bizTag":"order","group":"day","timeZone":"UTC","format":"ORD{yyyyMMdd}{seq:6}","step":100}`), 201, "declare order")
+	if got := mustStatus(t, call(t, "GET", srv.URL+"/api/v1/admin/groups", "tok", ""), 200, "list"); !strings.Contains(got.body, `"order"`) {
+		t.Fatalf("list = %s, want order", got.body)
+	}
+	st.Close()
+	if got := call(t, "GET", srv.URL+"/api/v1/admin/groups", "tok", ""); got.status != 503 {
+		t.Fatalf("list with the store closed = %d %s, want 503", got.status, got.body)
+	}
 }
 
 func mustStatus(t *testing.T, got answer, want int, what string) answer {
