@@ -36,7 +36,8 @@ func TestTagHistoryRate(t *testing.T) {
 	}
 	h := &tagHistory{}
 	for _, tt := range tests {
-		got := h.add(t0.Add(tt.at), st(tt.issued, tt.step))
+		s := st(tt.issued, tt.step)
+		got := h.add(t0.Add(tt.at), &s)
 		if math.Abs(got-tt.want) > 1e-9 {
 			t.Errorf("%s: rate = %v, want %v (samples %v)", tt.name, got, tt.want, h.samples)
 		}
@@ -116,6 +117,18 @@ func TestMatchTag(t *testing.T) {
 	if _, err := ParseTagPatterns("ok*,[x"); err == nil {
 		t.Error(`ParseTagPatterns("ok*,[x") = nil error, want one for "[x"`)
 	}
+}
+
+// smallest returns the indices of the k served views with a rate above 0
+// that sort first by before, in that order, by way of topK.
+func smallest(views []bufferView, k int, before func(a, b int) bool) []int {
+	top := newTopK(k, func(a, b *int) bool { return before(*a, *b) })
+	for i := range views {
+		if v := &views[i]; competes(v.InitOK, v.Rate, v.Runway) {
+			top.push(&i)
+		}
+	}
+	return top.sorted()
 }
 
 // TestSmallest: the heap selection returns the same k as a full sort, and

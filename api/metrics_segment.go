@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -197,7 +198,7 @@ func newSegmentCollector(tr *tracker, sel *tagSelection, errs *tagErrors, loads 
 	}
 	// Until the first scrape chooses, a large fleet counts every event
 	// under biz_tag="" rather than creating a series per tag.
-	if cfg := sel.cfg; cfg.AllMax <= 0 || len(tr.gen.Stats()) > cfg.AllMax {
+	if cfg := sel.cfg; cfg.AllMax <= 0 || tagCount(tr.gen) > cfg.AllMax {
 		sel.all = false
 	}
 	if loads != nil {
@@ -249,27 +250,35 @@ func (c *segmentCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect takes a Stats snapshot, chooses the tags with series of their
-// own, sends their series and the totals over every tag.
+// Collect walks every tag once (tracker.visit: no sort, no copy per tag),
+// folding it into the totals and the choice of the tags with series of
+// their own, then sends those tags' series and the totals.
 func (c *segmentCollector) Collect(ch chan<- prometheus.Metric) {
-	views, retired := c.tr.snapshot(false)
 	c.sel.mu.RLock()
 	prev := c.sel.tags
 	c.sel.mu.RUnlock()
-	idx, all := c.sel.choose(views, prev)
+	pick := newChooser(c.sel.cfg, prev)
+	tot := segmentTotals{minRunway: math.Inf(1)}
+	now := c.tr.now()
+	retired := c.tr.visit(func(st *segment.BufferStats, rate, runway float64) {
+		tot.add(st, rate, runway, now)
+		pick.add(st, rate, runway)
+	})
+	tot.issued += retired
+	recs, all := pick.chosen()
 
 	var keep func(string) bool
 	var chosen map[string]struct{}
 	if all {
-		live := make(map[string]struct{}, len(views))
-		for i := range views {
-			live[views[i].BizTag] = struct{}{}
+		live := make(map[string]struct{}, len(recs))
+		for i := range recs {
+			live[recs[i].st.BizTag] = struct{}{}
 		}
 		keep = func(t string) bool { _, ok := live[t]; return ok }
 	} else {
-		chosen = make(map[string]struct{}, len(idx))
-		for _, i := range idx {
-			chosen[views[i].BizTag] = struct{}{}
+		chosen = make(map[string]struct{}, len(recs))
+		for i := range recs {
+			chosen[recs[i].st.BizTag] = struct{}{}
 		}
 		keep = func(t string) bool { _, ok := chosen[t]; return ok }
 	}
@@ -281,10 +290,11 @@ func (c *segmentCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.sel.mu.Unlock()
 
-	for _, i := range idx {
-		c.collectTag(ch, &views[i])
+	for i := range recs {
+		r := &recs[i]
+		c.collectTag(ch, &bufferView{BufferStats: &r.st, Rate: r.rate, Runway: r.runway})
 	}
-	c.collectTotals(ch, views, retired, len(idx))
+	c.collectTotals(ch, &tot, len(recs))
 	c.errs.vec.Collect(ch)
 	c.errs.all.Collect(ch)
 	if c.loads != nil {
@@ -320,51 +330,66 @@ func (c *segmentCollector) collectTag(ch chan<- prometheus.Metric, v *bufferView
 	}
 }
 
-// collectTotals sends the series over every tag: counts of tags by state,
-// the sums and the lowest runway. retired is the tracker's count of IDs of
-// buffers gone since the start.
-func (c *segmentCollector) collectTotals(ch chan<- prometheus.Metric, views []bufferView, retired int64, selected int) {
-	var served, loading, notReady, refusing, backoff int
-	now := c.tr.now()
-	issued, buffered := retired, int64(0)
-	rate, minRunway := 0.0, math.Inf(1)
-	for i := range views {
-		v := &views[i]
-		if v.Refusing {
-			refusing++
-		}
-		if v.RetryAt.After(now) {
-			backoff++
-		}
-		if v.Loading {
-			loading++
-		}
-		if !v.InitOK {
-			continue
-		}
-		served++
-		if !v.NextReady {
-			notReady++
-		}
-		issued += v.Issued
-		buffered += v.Remaining
-		rate += v.Rate
-		minRunway = min(minRunway, v.Runway)
+// segmentTotals are the sums over every tag for the series without a
+// biz_tag label, folded one tag at a time.
+type segmentTotals struct {
+	tags, served, loading, notReady, refusing, backoff int
+	// issued includes, once the walk is done, the tracker's count of IDs
+	// of buffers gone since the start (tracker.retired).
+	issued, buffered int64
+	rate             float64
+	minRunway        float64 // +Inf when no served tag consumes IDs
+}
+
+// add folds in one tag; now is the scrape's time, for the backoff count.
+func (t *segmentTotals) add(st *segment.BufferStats, rate, runway float64, now time.Time) {
+	t.tags++
+	if st.Refusing {
+		t.refusing++
 	}
+	if st.RetryAt.After(now) {
+		t.backoff++
+	}
+	if st.Loading {
+		t.loading++
+	}
+	if !st.InitOK {
+		return
+	}
+	t.served++
+	if !st.NextReady {
+		t.notReady++
+	}
+	t.issued += st.Issued
+	t.buffered += st.Remaining
+	t.rate += rate
+	t.minRunway = min(t.minRunway, runway)
+}
+
+// collectTotals sends the series over every tag: counts of tags by state,
+// the sums and the lowest runway.
+func (c *segmentCollector) collectTotals(ch chan<- prometheus.Metric, t *segmentTotals, selected int) {
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
-	gauge(c.tags, float64(len(views)))
-	gauge(c.served, float64(served))
-	gauge(c.tagsLoading, float64(loading))
-	gauge(c.notReady, float64(notReady))
-	gauge(c.refusing, float64(refusing))
-	gauge(c.backoff, float64(backoff))
+	gauge(c.tags, float64(t.tags))
+	gauge(c.served, float64(t.served))
+	gauge(c.tagsLoading, float64(t.loading))
+	gauge(c.notReady, float64(t.notReady))
+	gauge(c.refusing, float64(t.refusing))
+	gauge(c.backoff, float64(t.backoff))
 	gauge(c.selected, float64(selected))
-	ch <- prometheus.MustNewConstMetric(c.issuedAll, prometheus.CounterValue, float64(issued))
-	gauge(c.rateAll, rate)
-	gauge(c.bufferedAll, float64(buffered))
-	gauge(c.minRunway, minRunway)
+	ch <- prometheus.MustNewConstMetric(c.issuedAll, prometheus.CounterValue, float64(t.issued))
+	gauge(c.rateAll, t.rate)
+	gauge(c.bufferedAll, float64(t.buffered))
+	gauge(c.minRunway, t.minRunway)
+}
+
+// tagCount is the number of tags gen knows.
+func tagCount(gen *segment.Generator) int {
+	n := 0
+	gen.EachStat(func(*segment.BufferStats) bool { n++; return true })
+	return n
 }
 
 func b2f(b bool) float64 {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/leaf-go/leaf/segment"
 )
 
 // Defaults of [TagMetrics].
@@ -130,103 +132,158 @@ func (s *tagSelection) has(tag string, known func() bool) bool {
 	return ok && known()
 }
 
-// choose returns the indices, in order, of the views that get series of
-// their own, and whether that is every view (all mode). prev is the
-// selection of the last scrape (nil in all mode), for the hysteresis of
-// Top. A tag refusing segments is always chosen: its leaf_segment_rewound
-// is the alert.
-func (s *tagSelection) choose(views []bufferView, prev map[string]struct{}) (idx []int, all bool) {
-	cfg := s.cfg
-	if cfg.AllMax > 0 && len(views) <= cfg.AllMax {
-		idx = make([]int, len(views))
-		for i := range idx {
-			idx[i] = i
-		}
-		return idx, true
-	}
-	chosen := make(map[int]struct{})
-	for i := range views {
-		v := &views[i]
-		if v.Refusing || (len(cfg.Patterns) > 0 && matchTag(cfg.Patterns, v.BizTag)) {
-			chosen[i] = struct{}{}
-		}
-	}
-	if n := cfg.Top; n > 0 {
-		lowRunway := func(a, b int) bool {
-			return cmp.Or(cmp.Compare(views[a].Runway, views[b].Runway), strings.Compare(views[a].BizTag, views[b].BizTag)) < 0
-		}
-		highRate := func(a, b int) bool {
-			return cmp.Or(cmp.Compare(views[b].Rate, views[a].Rate), strings.Compare(views[a].BizTag, views[b].BizTag)) < 0
-		}
-		for _, before := range []func(a, b int) bool{lowRunway, highRate} {
-			top := smallest(views, 2*n, before)
-			for rank, i := range top {
-				if _, was := prev[views[i].BizTag]; rank < n || was {
-					chosen[i] = struct{}{}
-				}
-			}
-		}
-	}
-	idx = make([]int, 0, len(chosen))
-	for i := range chosen {
-		idx = append(idx, i)
-	}
-	slices.Sort(idx) // views are sorted by tag: so are the series
-	return idx, false
+// tagRec is one tag as the collector keeps it: its own copy of the stats
+// and the tracker's rate and runway.
+type tagRec struct {
+	st           segment.BufferStats
+	rate, runway float64
 }
 
-// smallest returns the indices of the k served views with a rate above 0
-// that sort first by before, in that order. It keeps a heap of k items, so
-// that it costs O(len(views) log k) rather than a sort of every view.
-func smallest(views []bufferView, k int, before func(a, b int) bool) []int {
-	// h is a max-heap by before: h[0] is the worst of the best k so far.
-	h := make([]int, 0, k)
-	worse := func(a, b int) bool { return before(b, a) }
-	down := func(i int) {
-		for {
+// chooser picks the tags with series of their own from a stream of tags,
+// in one pass with memory for the chosen tags only: every tag while at
+// most cfg.AllMax are seen (all mode), else the tags refusing segments,
+// those matching cfg.Patterns and the cfg.Top lowest by runway and highest
+// by rate. prev is the selection of the last scrape (nil in all mode), for
+// the hysteresis of Top: a tag in prev keeps its series while it ranks
+// within 2×Top. A tag refusing segments is always chosen: its
+// leaf_segment_rewound is the alert.
+type chooser struct {
+	cfg  TagMetrics
+	prev map[string]struct{}
+	seen int
+	// first holds the first cfg.AllMax tags seen, for all mode.
+	first  []tagRec
+	always []tagRec
+	tops   []*topK[tagRec] // lowest runway, highest rate; none when Top <= 0
+}
+
+func newChooser(cfg TagMetrics, prev map[string]struct{}) *chooser {
+	c := &chooser{cfg: cfg, prev: prev}
+	if n := cfg.Top; n > 0 {
+		lowRunway := func(a, b *tagRec) bool {
+			return cmp.Or(cmp.Compare(a.runway, b.runway), strings.Compare(a.st.BizTag, b.st.BizTag)) < 0
+		}
+		highRate := func(a, b *tagRec) bool {
+			return cmp.Or(cmp.Compare(b.rate, a.rate), strings.Compare(a.st.BizTag, b.st.BizTag)) < 0
+		}
+		c.tops = []*topK[tagRec]{newTopK(2*n, lowRunway), newTopK(2*n, highRate)}
+	}
+	return c
+}
+
+// add offers one tag; st is copied when kept.
+func (c *chooser) add(st *segment.BufferStats, rate, runway float64) {
+	c.seen++
+	var rec *tagRec // made at the first need: most tags are not kept
+	get := func() *tagRec {
+		if rec == nil {
+			rec = &tagRec{st: *st, rate: rate, runway: runway}
+		}
+		return rec
+	}
+	if c.cfg.AllMax > 0 && c.seen <= c.cfg.AllMax {
+		c.first = append(c.first, *get())
+	}
+	if st.Refusing || (len(c.cfg.Patterns) > 0 && matchTag(c.cfg.Patterns, st.BizTag)) {
+		c.always = append(c.always, *get())
+	}
+	if competes(st.InitOK, rate, runway) {
+		for _, top := range c.tops {
+			top.push(get())
+		}
+	}
+}
+
+// chosen returns the chosen tags sorted by tag, and whether that is every
+// tag seen (all mode).
+func (c *chooser) chosen() (recs []tagRec, all bool) {
+	byTag := func(a, b tagRec) int { return strings.Compare(a.st.BizTag, b.st.BizTag) }
+	if c.cfg.AllMax > 0 && c.seen <= c.cfg.AllMax {
+		slices.SortFunc(c.first, byTag)
+		return c.first, true
+	}
+	chosen := make(map[string]*tagRec, len(c.always))
+	for i := range c.always {
+		chosen[c.always[i].st.BizTag] = &c.always[i]
+	}
+	for _, top := range c.tops {
+		for rank, r := range top.sorted() {
+			if _, was := c.prev[r.st.BizTag]; rank < c.cfg.Top || was {
+				chosen[r.st.BizTag] = &r
+			}
+		}
+	}
+	recs = make([]tagRec, 0, len(chosen))
+	for _, r := range chosen {
+		recs = append(recs, *r)
+	}
+	slices.SortFunc(recs, byTag)
+	return recs, false
+}
+
+// competes reports whether a tag competes for the Top series: it is served
+// and consumes IDs.
+func competes(initOK bool, rate, runway float64) bool {
+	return initOK && rate > 0 && !math.IsNaN(runway)
+}
+
+// topK keeps the k items that sort first by before among those pushed, in
+// a heap of k items: O(log k) a push, no memory per item seen.
+type topK[T any] struct {
+	k      int
+	before func(a, b *T) bool
+	h      []T // a max-heap by before: h[0] is the worst of the best k so far
+}
+
+func newTopK[T any](k int, before func(a, b *T) bool) *topK[T] {
+	return &topK[T]{k: k, before: before, h: make([]T, 0, max(k, 0))}
+}
+
+// worse reports whether h[i] sorts after h[j].
+func (t *topK[T]) worse(i, j int) bool { return t.before(&t.h[j], &t.h[i]) }
+
+// push offers x; it is copied when kept.
+func (t *topK[T]) push(x *T) {
+	switch {
+	case len(t.h) < t.k:
+		t.h = append(t.h, *x)
+		for j := len(t.h) - 1; j > 0; {
+			p := (j - 1) / 2
+			if !t.worse(j, p) {
+				break
+			}
+			t.h[j], t.h[p] = t.h[p], t.h[j]
+			j = p
+		}
+	case t.k > 0 && t.before(x, &t.h[0]):
+		t.h[0] = *x
+		for i := 0; ; {
 			l, big := 2*i+1, i
-			if l < len(h) && worse(h[l], h[big]) {
+			if l < len(t.h) && t.worse(l, big) {
 				big = l
 			}
-			if r := l + 1; r < len(h) && worse(h[r], h[big]) {
+			if r := l + 1; r < len(t.h) && t.worse(r, big) {
 				big = r
 			}
 			if big == i {
-				return
+				break
 			}
-			h[i], h[big] = h[big], h[i]
+			t.h[i], t.h[big] = t.h[big], t.h[i]
 			i = big
 		}
 	}
-	for i := range views {
-		v := &views[i]
-		if !v.InitOK || !(v.Rate > 0) || math.IsNaN(v.Runway) {
-			continue
-		}
-		switch {
-		case len(h) < k:
-			h = append(h, i)
-			for j := len(h) - 1; j > 0; {
-				p := (j - 1) / 2
-				if !worse(h[j], h[p]) {
-					break
-				}
-				h[j], h[p] = h[p], h[j]
-				j = p
-			}
-		case k > 0 && before(i, h[0]):
-			h[0] = i
-			down(0)
-		}
-	}
-	slices.SortFunc(h, func(a, b int) int {
-		if before(a, b) {
+}
+
+// sorted returns the kept items, best first. The heap is spent.
+func (t *topK[T]) sorted() []T {
+	slices.SortFunc(t.h, func(a, b T) int {
+		if t.before(&a, &b) {
 			return -1
 		}
-		if before(b, a) {
+		if t.before(&b, &a) {
 			return 1
 		}
 		return 0
 	})
-	return h
+	return t.h
 }

@@ -100,29 +100,68 @@ func (t *tracker) snapshot(steps bool) ([]bufferView, int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.epoch++
-	for i, st := range stats {
-		v := bufferView{BufferStats: &stats[i], Runway: math.Inf(1)}
-		if st.InitOK {
-			h := t.tags[st.BizTag]
-			if h == nil {
-				h = &tagHistory{}
-				t.tags[st.BizTag] = h
-			}
-			h.seen = t.epoch
-			if st.Issued < h.last {
-				t.retired += h.last // the buffer was re-created
-			}
-			h.last = st.Issued
-			v.Rate = h.add(now, st)
-			if v.Rate > 0 {
-				v.Runway = float64(st.Remaining) / v.Rate
-			}
-			if steps {
-				v.Steps = append([]stepChange(nil), h.steps...)
-			}
+	for i := range stats {
+		st := &stats[i]
+		v := bufferView{BufferStats: st}
+		var h *tagHistory
+		v.Rate, v.Runway, h = t.record(now, st)
+		if steps && h != nil {
+			v.Steps = append([]stepChange(nil), h.steps...)
 		}
 		views[i] = v
 	}
+	t.endSnapshot(now)
+	return views, t.retired
+}
+
+// visit is snapshot without the snapshot: it calls f with every tag's stats
+// (valid during the call only), rate and runway, in no particular order,
+// and returns the IDs of buffers gone since the start. It holds no
+// memory per tag beyond the histories, so that a /metrics scrape at
+// 100,000 tags neither sorts nor copies them. f runs under t.mu: it must not
+// call the tracker.
+func (t *tracker) visit(f func(st *segment.BufferStats, rate, runway float64)) int64 {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.epoch++
+	t.gen.EachStat(func(st *segment.BufferStats) bool {
+		rate, runway, _ := t.record(now, st)
+		f(st, rate, runway)
+		return true
+	})
+	t.endSnapshot(now)
+	return t.retired
+}
+
+// record records st, taken at now, in its tag's history (a served tag's
+// only) and returns the rate, the runway (+Inf when the rate is 0) and the
+// history (nil for a tag not served). The caller holds t.mu.
+func (t *tracker) record(now time.Time, st *segment.BufferStats) (rate, runway float64, h *tagHistory) {
+	runway = math.Inf(1)
+	if !st.InitOK {
+		return 0, runway, nil
+	}
+	h = t.tags[st.BizTag]
+	if h == nil {
+		h = &tagHistory{}
+		t.tags[st.BizTag] = h
+	}
+	h.seen = t.epoch
+	if st.Issued < h.last {
+		t.retired += h.last // the buffer was re-created
+	}
+	h.last = st.Issued
+	rate = h.add(now, st)
+	if rate > 0 {
+		runway = float64(st.Remaining) / rate
+	}
+	return rate, runway, h
+}
+
+// endSnapshot forgets the tags the snapshot of epoch t.epoch did not see
+// served, counting their IDs as retired. The caller holds t.mu.
+func (t *tracker) endSnapshot(now time.Time) {
 	for tag, h := range t.tags {
 		if h.seen != t.epoch {
 			t.retired += h.last
@@ -130,11 +169,10 @@ func (t *tracker) snapshot(steps bool) ([]bufferView, int64) {
 		}
 	}
 	t.servedAt = now
-	return views, t.retired
 }
 
 // add records st taken at now and returns the rate in IDs per second.
-func (h *tagHistory) add(now time.Time, st segment.BufferStats) float64 {
+func (h *tagHistory) add(now time.Time, st *segment.BufferStats) float64 {
 	if n := len(h.steps); n == 0 || h.steps[n-1].step != st.Step {
 		at := st.LastLoad
 		if at.IsZero() {

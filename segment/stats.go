@@ -82,3 +82,19 @@ func (g *Generator) Stats() []BufferStats {
 	}
 	return out
 }
+
+// EachStat calls f with a snapshot of every buffer, in no particular order,
+// until f returns false. The *BufferStats is reused between calls: copy
+// what you keep. Unlike [Generator.Stats] it neither sorts the tags nor
+// holds every snapshot at once, so that a caller that folds the buffers
+// into totals (the /metrics collector) costs no memory per tag. Like Stats,
+// it locks each buffer briefly and is safe to call concurrently with Get.
+func (g *Generator) EachStat(f func(*BufferStats) bool) {
+	var st BufferStats
+	for _, b := range *g.cache.Load() {
+		st = b.stats()
+		if !f(&st) {
+			return
+		}
+	}
+}

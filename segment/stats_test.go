@@ -51,6 +51,22 @@ func TestStatsView(t *testing.T) {
 	if got := g.Stats(); len(got) != 2 || got[0].BizTag != "idle" || got[1].BizTag != "v" {
 		t.Fatalf("Stats() tags = %v, want [idle v] sorted", got)
 	}
+	// EachStat walks the same snapshots in any order and stops when asked.
+	seen := map[string]segment.BufferStats{}
+	g.EachStat(func(s *segment.BufferStats) bool { seen[s.BizTag] = *s; return true })
+	for _, want := range g.Stats() {
+		if got, ok := seen[want.BizTag]; !ok || got != want {
+			t.Fatalf("EachStat(%s) = %+v, %v; want %+v as Stats has it", want.BizTag, got, ok, want)
+		}
+	}
+	if len(seen) != 2 {
+		t.Fatalf("EachStat saw %d tags, want 2", len(seen))
+	}
+	calls := 0
+	g.EachStat(func(*segment.BufferStats) bool { calls++; return false })
+	if calls != 1 {
+		t.Fatalf("EachStat went on after false: %d calls, want 1", calls)
+	}
 }
 
 // TestCloseLeavesNoGoroutine: after Close the generator's refresh loop and
