@@ -74,6 +74,7 @@ func TestHarness(t *testing.T) {
 	section("servers", func(t *testing.T) { serversSection(t, rep) })
 	section("memory", func(t *testing.T) { memorySection(t, rep) })
 	section("tags", func(t *testing.T) { serverTagsSection(t, rep) })
+	section("refresh", func(t *testing.T) { refreshSection(t, rep) })
 	mt := "3s"
 	if *quick {
 		mt = "300ms"

@@ -23,7 +23,7 @@ var (
 	harness = flag.Bool("harness", false, "run the benchmark harness (otherwise TestHarness skips)")
 	outPath = flag.String("out", "", "BENCHMARKS.md to rewrite between the harness markers (empty: print only)")
 	quick   = flag.Bool("quick", false, "short runs: check the harness works, not figures to publish")
-	only    = flag.String("only", "", "comma-separated sections to run (segment,http,wrk,alternatives,snowflake,slowdb,updates,servers,memory,tags,metrics,metricsscale); empty: all")
+	only    = flag.String("only", "", "comma-separated sections to run (segment,http,wrk,alternatives,snowflake,slowdb,updates,servers,memory,tags,refresh,metrics,metricsscale); empty: all")
 )
 
 // bareEnv makes the test binary serve the bare chi baseline instead of
