@@ -62,7 +62,7 @@ faults:
 # bench: the benchmark harness (internal/testing/bench/doc.go): every figure
 # next to its baseline from the same run, printed and written into
 # BENCHMARKS.md between the harness markers. Loopback only, needs PostgreSQL
-# and MariaDB as `make test` does; about 5 minutes on 2 cores.
+# and MariaDB as `make test` does; about 10 minutes on 2 cores.
 bench:
 	cd internal/testing && $(GO) test -v -count=1 -timeout 15m -run '^TestHarness$$' ./bench/ -args -harness -out $(CURDIR)/BENCHMARKS.md
 
