@@ -47,6 +47,18 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 	return out
 }
 
+// warns returns the JSON log lines at level WARN written so far.
+func (s *syncBuffer) warns(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range s.lines(t) {
+		if l["level"] == "WARN" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // TestFailureLogsCarryRequestID: the Leaf single-ID routes skip chi's
 // RequestID middleware, yet the failures they log carry a request ID: the
 // caller's X-Request-Id when sent, else one of chi's form; the JSON API's

@@ -213,12 +213,7 @@ func TestClockBehindRefusalsLogRateLimited(t *testing.T) {
 	if got := do(t, "GET", srv.URL+paths[0]); got.status != 500 || !strings.Contains(got.body, "Result{id=-3") {
 		t.Fatalf("GET %s = %d %s, want 500 with code -3", paths[0], got.status, got.body)
 	}
-	var warns []map[string]any
-	for _, l := range logs.lines(t) {
-		if l["level"] == "WARN" {
-			warns = append(warns, l)
-		}
-	}
+	warns := logs.warns(t)
 	if len(warns) != 2 {
 		t.Fatalf("%d warn lines for 1,001 refusals a second apart, want 2: %v", len(warns), warns)
 	}
@@ -261,12 +256,7 @@ func TestFailureFloodsLogRateLimited(t *testing.T) {
 	if got := do(t, "GET", srvBehind.URL+"/api/snowflake/get/x"); got.status != 500 {
 		t.Fatalf("GET with the clock behind the mark = %d %s, want 500", got.status, got.body)
 	}
-	var warns []map[string]any
-	for _, l := range logs.lines(t) {
-		if l["level"] == "WARN" {
-			warns = append(warns, l)
-		}
-	}
+	warns := logs.warns(t)
 	// Leaf's route (-1) and the batch route (503 lease_expired) are one kind per Leaf code:
 	// the lost lease answers -1 on both, so one line, then the clock's line.
 	if len(warns) != 2 {
