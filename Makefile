@@ -17,18 +17,31 @@ GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # How long `make fuzz` fuzzes each target: make fuzz FUZZTIME=1m.
 FUZZTIME ?= 10s
 
-.PHONY: run build check test faults bench pgo lint fuzz clean tidb
+.PHONY: run build release check test faults bench pgo lint fuzz clean tidb
 
-# run: build once into bin/ (a first build compiles every dependency, about
-# 2 minutes on 2 cores; later builds take seconds), then run that binary.
+# run: build (below), then run leaf-server on the embedded SQLite store.
 # ARGS passes flags: make run ARGS='--listen 127.0.0.1:9090'.
-run:
-	@echo "building leaf-server into $(BIN)/ (a first build compiles every dependency: about 2 minutes; later ones take seconds)..."
-	$(GO) build -o $(BIN)/leaf-server ./cmd/leaf-server
+run: build
 	./$(BIN)/leaf-server $(ARGS)
 
+# build: leaf-server and leafctl in one `go build`, so every dependency is
+# compiled once for both. -pgo=off: with cmd/leaf-server/default.pgo Go
+# compiles every dependency a second time with the profile, for a few per
+# cent of throughput that a first run does not need; `make release` keeps
+# it. -buildvcs=auto records the commit (--version, /api/v1/info) in a Git
+# checkout even where GOFLAGS says -buildvcs=false.
 build:
-	$(GO) build -o $(BIN)/leaf-server ./cmd/leaf-server
+	@echo "building leaf-server and leafctl into $(BIN)/ (a first build compiles every dependency; later ones take seconds)..."
+	$(GO) build -buildvcs=auto -pgo=off -o $(BIN)/ ./cmd/leaf-server ./cmd/leafctl
+
+# release: the binaries users run in production: profile-guided
+# (cmd/leaf-server/default.pgo, `make pgo`), trimmed paths. VERSION sets
+# the version --version and /api/v1/info report (internal/buildinfo).
+VERSION ?=
+release:
+	$(GO) build -buildvcs=auto -pgo=auto -trimpath \
+		$(if $(VERSION),-ldflags "-X github.com/leaf-go/leaf/internal/buildinfo.version=$(VERSION)") \
+		-o $(BIN)/ ./cmd/leaf-server ./cmd/leafctl
 
 # check: the quick loop, under a minute with a warm build cache on a machine
 # without PostgreSQL, MariaDB or ZooKeeper. -short skips every test that

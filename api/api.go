@@ -12,7 +12,8 @@
 //
 // One file per job: leaf.go (Leaf's ID routes), batch.go, snowflake.go
 // (decode, encode, status), state.go (buffer state and its JSON), admin.go,
-// pages.go (operator pages and the dashboard), health.go, key.go (biz_tag
+// pages.go (operator pages and the dashboard), health.go (probes and
+// /api/v1/info), key.go (biz_tag
 // checks), errors.go, lograte.go, group.go, group_admin.go and
 // group_state.go (date-grouped tags, docs/contract.md §10),
 // snowflake_text.go, and the metrics: metrics.go (shared
@@ -29,6 +30,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leaf-go/leaf/internal/buildinfo"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store"
@@ -98,6 +100,13 @@ type Deps struct {
 	// (leaf-server's --metrics-top-tags, --metrics-tags,
 	// --metrics-all-tags-max); the zero value is the default.
 	TagMetrics TagMetrics
+	// Build is the running binary's build (version, commit, Go version),
+	// served on GET /api/v1/info and shown on the dashboard; the zero value
+	// shows empty fields.
+	Build buildinfo.Info
+	// Started is when the server started, for the uptime of GET
+	// /api/v1/info; the zero time means when NewHandler ran.
+	Started time.Time
 	// RunwayWarn is the runway (buffered IDs ÷ rate) below which the
 	// dashboard shows a tag in the warning colour; zero or less means 60 s.
 	RunwayWarn time.Duration
@@ -122,6 +131,9 @@ func NewHandler(d Deps) http.Handler {
 	}
 	if d.MaxBatch <= 0 {
 		d.MaxBatch = DefaultMaxBatch
+	}
+	if d.Started.IsZero() {
+		d.Started = d.Now()
 	}
 	h := &handler{d: d, failureLog: &failureLogs{}}
 
@@ -194,6 +206,7 @@ func NewHandler(d Deps) http.Handler {
 		r.Head("/healthz", h.healthz)
 		r.Get("/readyz", h.readyz)
 		r.Head("/readyz", h.readyz)
+		r.Get("/api/v1/info", h.info)
 	})
 	r.NotFound(h.notFound)
 	r.MethodNotAllowed(h.methodNotAllowed)

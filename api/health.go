@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"time"
 )
 
 func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -15,10 +16,37 @@ func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
 // generator can issue (its worker-ID source is ready and the clock has passed
 // the persisted high-water mark; see snowflakeReady).
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	ready, checks := h.readiness(r.Context())
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ready": ready, "checks": checks})
+}
+
+// info answers GET /api/v1/info: the build (version, commit, commitTime,
+// modified, goVersion, platform), when the server started (RFC 3339, UTC)
+// and its uptime in whole seconds, and the readiness /readyz reports (ready
+// and checks, the reasons). Always 200: it describes, it does not probe for
+// a load balancer.
+func (h *handler) info(w http.ResponseWriter, r *http.Request) {
+	ready, checks := h.readiness(r.Context())
+	writeJSON(w, http.StatusOK, map[string]any{
+		"build":         h.d.Build,
+		"started":       h.d.Started.UTC().Format(time.RFC3339),
+		"uptimeSeconds": int64(h.d.Now().Sub(h.d.Started) / time.Second),
+		"ready":         ready,
+		"checks":        checks,
+	})
+}
+
+// readiness is what /readyz and /api/v1/info report: whether every enabled
+// mode can serve, and per check "ok" or the reason it cannot.
+func (h *handler) readiness(ctx context.Context) (bool, map[string]string) {
 	checks := map[string]string{}
 	ready := true
 	if h.d.Segment != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), h.d.ReadyTimeout)
+		ctx, cancel := context.WithTimeout(ctx, h.d.ReadyTimeout)
 		defer cancel()
 		if h.d.Store != nil {
 			if err := h.d.Store.Ping(ctx); err != nil {
@@ -42,11 +70,7 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 			ready = false
 		}
 	}
-	status := http.StatusOK
-	if !ready {
-		status = http.StatusServiceUnavailable
-	}
-	writeJSON(w, status, map[string]any{"ready": ready, "checks": checks})
+	return ready, checks
 }
 
 // snowflakeReady is the snowflake check of /readyz: nil when the generator

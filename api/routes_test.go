@@ -67,6 +67,7 @@ var routes = []struct {
 	{"GET", "/dashboard/*", "", "the dashboard's static files"},
 	{"GET HEAD", "/healthz", "", "liveness"},
 	{"GET HEAD", "/readyz", "", "readiness of every enabled mode"},
+	{"GET", "/api/v1/info", "", "build (version, commit, Go), start time, uptime, readiness reasons"},
 }
 
 // walk returns the methods of each pattern of the router h, as routes

@@ -308,6 +308,31 @@
     setTimeout(pollSnowflake, on ? SNOWFLAKE_POLL_MS : MODE_OFF_POLL_MS);
   }
 
+  // ---- build and readiness (GET /api/v1/info) --------------------------------
+  // The header shows the server's version, commit and Go version, and the
+  // reasons /readyz gives while it is not ready.
+  async function pollInfo() {
+    try {
+      const resp = await fetch("/api/v1/info", { cache: "no-store" });
+      if (resp.ok) {
+        const info = await resp.json();
+        const b = info.build || {};
+        let text = b.version || "";
+        if (b.commit) text += " · " + b.commit.slice(0, 12) + (b.modified ? "+" : "");
+        if (b.goVersion) text += " · " + b.goVersion;
+        text += " · up " + fmtDuration(info.uptimeSeconds);
+        $("build").textContent = text;
+        const reasons = Object.entries(info.checks || {}).filter(([, v]) => v !== "ok");
+        $("not-ready").hidden = info.ready;
+        $("not-ready").textContent = info.ready ? "" :
+          "not ready: " + reasons.map(([k, v]) => k + ": " + v).join("; ");
+      }
+    } catch (e) {
+      // Unreachable: the buffers poll reports the connection in the header.
+    }
+    setTimeout(pollInfo, SNOWFLAKE_POLL_MS);
+  }
+
   // ---- ID inspector -------------------------------------------------------
 
   function parseUint(name, s, bits) {
@@ -432,4 +457,5 @@
   setupBufferControls();
   pollBuffers();
   pollSnowflake();
+  pollInfo();
 })();

@@ -185,6 +185,9 @@ type loaded struct {
 	configFile string
 	// print asks run to print the effective config and exit.
 	print bool
+	// version asks run to print the build (internal/buildinfo) and exit;
+	// nothing else is read or checked.
+	version bool
 }
 
 // newFlagSet binds every setting of cfg to a flag.
@@ -193,6 +196,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.SetOutput(discard{})
 	fs.StringVar(configFile, "config", "", "Leaf leaf.properties file to read (keys leaf.name, leaf.segment.enable, leaf.jdbc.*, leaf.snowflake.*, server.port)")
 	fs.BoolVar(print, "print-config", false, "print the effective configuration with the source of every value, then exit")
+	fs.Bool("version", false, "print the version, commit and Go version, then exit")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address host:port")
 	fs.BoolVar(&cfg.SegmentEnabled, "segment", cfg.SegmentEnabled, "enable segment mode")
 	fs.StringVar(&cfg.SegmentDSN, "segment-dsn", cfg.SegmentDSN, "leaf_alloc store: sqlite:<path>, postgres://…, mysql://user:pass@tcp(host:port)/db (default sqlite:<data-dir>/leaf.db)")
@@ -256,6 +260,9 @@ func parseConfig(args []string, getenv func(string) string, usage func(string)) 
 	}
 	if pfs.NArg() > 0 {
 		return loaded{}, fmt.Errorf("unexpected arguments %q", pfs.Args())
+	}
+	if pfs.Lookup("version").Value.String() == "true" {
+		return loaded{version: true}, nil
 	}
 	if probeFile == "" {
 		probeFile = getenv("LEAF_CONFIG")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/internal/buildinfo"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -227,5 +229,17 @@ func TestConfigTagMetrics(t *testing.T) {
 	got := l.tagMetrics()
 	if got.Top >= 0 || got.AllMax >= 0 || !slices.Equal(got.Patterns, []string{"order-*", "pay/?"}) {
 		t.Errorf("tagMetrics() = %+v, want top and all-max off (negative), patterns [order-* pay/?]", got)
+	}
+}
+
+// TestVersionFlag checks that --version prints the build and exits 0 before
+// reading anything else: even with a config file that does not exist.
+func TestVersionFlag(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"--version", "--config", "/nonexistent/leaf.properties"}, env(nil), &out, &out); err != nil {
+		t.Fatalf("leaf-server --version: %v\n%s", err, out.String())
+	}
+	if want := "leaf-server " + buildinfo.Read().String() + "\n"; out.String() != want {
+		t.Errorf("leaf-server --version printed %q, want %q", out.String(), want)
 	}
 }

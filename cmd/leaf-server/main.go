@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/internal/buildinfo"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -42,12 +43,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	if l.version {
+		_, _ = fmt.Fprintln(stdout, "leaf-server", buildinfo.Read())
+		return nil
+	}
 	if l.print {
 		l.printConfig(stdout)
 		return nil
 	}
 	cfg := l.Config
 	log := newLogger(cfg, stderr)
+	build, started := buildinfo.Read(), time.Now()
+	log.Info("leaf-server starting", "version", build.Version, "commit", build.Commit, "modified", build.Modified,
+		"go", build.GoVersion, "platform", build.Platform)
 	// A heap goal of at least 32 MiB: the collector otherwise runs every
 	// few hundred requests (gcfloor.go). GOGC in the environment turns it off.
 	defer gcFloor(gcHeapFloor, getenv)()
@@ -97,7 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		collectors.NewBuildInfoCollector(),
 	)
 	deps := api.Deps{Logger: log, Registerer: reg, AdminToken: cfg.AdminToken, WaitTimeout: cfg.WaitTimeout,
-		TagMetrics: cfg.tagMetrics()}
+		TagMetrics: cfg.tagMetrics(), Build: build, Started: started}
 	// The store holds leaf_alloc for segment mode and the worker leases of
 	// --worker-id-source sql.
 	var st store.Store

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-go/leaf/internal/buildinfo"
 	"github.com/leaf-go/leaf/internal/dbtest"
 )
 
@@ -120,5 +121,15 @@ func TestEnvironmentDSN(t *testing.T) {
 	}
 	if got := must(t, "tag", "list", "--dsn", fromFlag).stdout; !strings.Contains(got, "flag-tag") {
 		t.Errorf("--dsn database lists:\n%s\nwant flag-tag", got)
+	}
+}
+
+// TestVersion checks that --version prints leafctl's build and exits 0
+// without a database.
+func TestVersion(t *testing.T) {
+	out := must(t, "--version")
+	want := "leafctl " + buildinfo.Read().String() + "\n"
+	if out.stdout != want {
+		t.Errorf("leafctl --version printed %q, want %q", out.stdout, want)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/leaf-go/leaf/internal/buildinfo"
 )
 
 // Defaults of the global flags, overridden by LEAF_SEGMENT_DSN and LEAF_SERVER.
@@ -63,10 +65,12 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 3 bench saw a duplicate ID.`,
 		Args:              cobra.ArbitraryArgs,
 		RunE:              groupRunE,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		Version:           buildinfo.Read().String(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return g.resolve(cmd, e.getenv)
 		},
 	}
+	root.SetVersionTemplate("leafctl {{.Version}}\n")
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)

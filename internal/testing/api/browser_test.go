@@ -114,6 +114,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	if got := text(`tr[data-tag="leaf-segment-test"] .step`); got != "2,000 / 2,000" {
 		t.Errorf("leaf-segment-test step = %q, want 2,000 / 2,000", got)
 	}
+	// The header shows the build from GET /api/v1/info.
+	if _, err := chromedp.Run(step, chromedp.Poll[bool](
+		`document.querySelector('#build').textContent.startsWith("v0.0.0-test · 0123456789ab · go1.26.8 · up ")`,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("header build = %q, want v0.0.0-test · 0123456789ab · go1.26.8 · up …: %v", text("#build"), err)
+	}
 	if got := text("#sf-off"); got != "snowflake mode off" {
 		t.Errorf("snowflake panel = %q, want snowflake mode off", got)
 	}

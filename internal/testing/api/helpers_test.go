@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/internal/buildinfo"
 	"github.com/leaf-go/leaf/internal/metrictest"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
@@ -109,6 +110,7 @@ func newOpsServer(t *testing.T, storeDSN string, cfg segment.Config, rows ...sto
 	)
 	srv := httptest.NewServer(api.NewHandler(api.Deps{
 		Segment: gen, Store: st, Registerer: reg, LoadMetrics: loads,
+		Build: buildinfo.Info{Version: "v0.0.0-test", Commit: "0123456789abcdef", GoVersion: "go1.26.8"},
 	}))
 	t.Cleanup(srv.Close)
 	return &opsServer{srv: srv, reg: reg, gen: gen, st: st}
