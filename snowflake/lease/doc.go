@@ -19,17 +19,19 @@
 //  4. A claim that finds no history (no previous holder record, no time high-water mark: the
 //     coordinator's data was lost or deleted) waits out the longest time a previous holder
 //     could still be issuing, TTL + Margin from the claim, before it serves
-//     ([Session.WaitNoHistory]): that holder renewed last before its record vanished, so it
-//     stops on its own clock by then, or notices the loss at its next renewal.
+//     ([Config].NoHistory): that holder renewed last before its record vanished, so it stops
+//     on its own clock by then, or notices the loss at its next renewal.
 //
 // How a source uses it:
 //
-//	sent := clock.Read()                 // before the claim request is sent
-//	... claim at the coordinator ...      // granted: the TTL it granted
-//	s, err := lease.Start(lease.Config{Policy: p, Clock: clock, Renew: src.renew}, sent, granted)
-//	if noHistory { err = s.WaitNoHistory(ctx) }   // rule 4
-//	// serve: the generator reads s.Expiry() on every ID; /readyz reads s.Ready()
-//	// src.renew returns an error wrapping ErrLeaseLost when the coordinator says the claim
-//	// is gone (or the source calls s.Lose): s.Lost() is closed, Expiry is in the past for good
-//	s.Stop()                              // then release at the coordinator unless s.Err() != nil
+//	sent := lease.Read(clock)            // 1. claim: read the clocks before the request is sent
+//	... claim at the coordinator ...     //    granted: the TTL it granted; found: any history?
+//	s, err := lease.Start(lease.Config{Policy: p, Clock: clock, Renew: src.renew,
+//		NoHistory: !found}, sent, granted) // 2. renew loop: s calls src.renew every Policy.Renew
+//	// 3. serve: the source's Expiry and Ready are s.Expiry() and s.Ready() (Expired and a
+//	//    reason while a claim without history is held back, or renewals have lapsed)
+//	// 4. lost: src.renew returns an error wrapping ErrLeaseLost when the coordinator says the
+//	//    claim is gone (or the source calls s.Lose): s.Lost() is closed, Expiry is Expired for
+//	//    good; the owner (leaf-server's supervisor) claims again through step 1
+//	s.Stop()                             // 5. release at the coordinator unless s.Err() != nil
 package lease

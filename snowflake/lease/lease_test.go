@@ -199,15 +199,21 @@ func TestSessionLoseAndStop(t *testing.T) {
 }
 
 // TestWaitNoHistory: a claim without history serves only after TTL + Margin on both the
-// Clock and the boot clock.
+// Clock and the boot clock (the renewals keep the lease alive meanwhile).
 func TestWaitNoHistory(t *testing.T) {
 	clock := newFakeClock()
 	r := &renewer{}
-	s, err := lease.Start(lease.Config{Policy: testPolicy, Clock: clock, Renew: r.renew}, lease.Read(clock), 0)
+	s, err := lease.Start(lease.Config{Policy: testPolicy, Clock: clock, Renew: r.renew, NoHistory: true}, lease.Read(clock), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Stop()
+	if got := s.Expiry(); !got.Equal(lease.Expired) {
+		t.Fatalf("Expiry() of a claim without history = %v, want %v until TTL + Margin", got, lease.Expired)
+	}
+	if err := s.Ready(); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("Ready() of a held claim = %v, want a reason that is not a loss", err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.WaitNoHistory(context.Background()) }()
 	clock.advance(testPolicy.NoHistoryWait(), testPolicy.NoHistoryWait()-time.Millisecond)
@@ -224,6 +230,12 @@ func TestWaitNoHistory(t *testing.T) {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("WaitNoHistory() = %v", err)
+		}
+		if err := s.Ready(); err != nil {
+			t.Fatalf("Ready() after the wait = %v", err)
+		}
+		if got := s.Expiry(); got.Equal(lease.Expired) {
+			t.Fatalf("Expiry() after the wait = %v, want a live lease", got)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("WaitNoHistory did not return after TTL + Margin")

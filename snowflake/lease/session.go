@@ -28,6 +28,12 @@ type Config struct {
 	// next comes Renew/2 later; the deadline does not move). Required. It is never called
 	// twice at once.
 	Renew func(ctx context.Context) (granted time.Duration, err error)
+	// NoHistory says the claim found no history (no previous holder record, no time
+	// high-water mark: a first claim, or the coordinator's data was lost or deleted). The
+	// Session then holds the claim back: Expiry stays Expired and Ready says why until
+	// Policy.NoHistoryWait (TTL + Margin) after the claim has passed on the Clock and on the
+	// boot clock (rule 4 of the package doc). Renewals run meanwhile.
+	NoHistory bool
 	// Logger receives renewal failures and the loss; nil discards them.
 	Logger *slog.Logger
 }
@@ -42,6 +48,10 @@ type Session struct {
 	log   *slog.Logger
 	// claimed is the Instant before the claim was sent.
 	claimed Instant
+	// hold is when a claim without history may serve (Config.NoHistory); holding is true
+	// until both its Clock and boot readings have passed.
+	hold    Deadline
+	holding atomic.Bool
 
 	// dl is the current deadline; nil once lost or stopped.
 	dl atomic.Pointer[Deadline]
@@ -95,6 +105,13 @@ func Start(cfg Config, claimed Instant, granted time.Duration) (*Session, error)
 	}
 	dl := NewDeadline(claimed, s.valid(granted))
 	s.dl.Store(&dl)
+	if cfg.NoHistory {
+		s.hold = NewDeadline(claimed, p.NoHistoryWait())
+		s.holding.Store(true)
+		s.log.Warn("claim found no history (no previous holder record, no time high-water mark: a first claim, "+
+			"or the coordinator's data was lost): waiting out any previous holder before serving",
+			"wait", p.NoHistoryWait(), "until", s.hold.wall.UTC())
+	}
 	go s.run(ctx)
 	return s, nil
 }
@@ -123,7 +140,23 @@ func (s *Session) Expiry() time.Time {
 	if dl == nil {
 		return Expired
 	}
-	return dl.Expiry(Read(s.clock))
+	now := Read(s.clock)
+	if s.held(now) {
+		return Expired
+	}
+	return dl.Expiry(now)
+}
+
+// held reports whether a claim without history is still held back at now.
+func (s *Session) held(now Instant) bool {
+	if !s.holding.Load() {
+		return false
+	}
+	if now.Now.Before(s.hold.mono) || now.Boot < s.hold.boot {
+		return true
+	}
+	s.holding.Store(false)
+	return false
 }
 
 // Lost returns a channel closed when the claim is lost for good.
@@ -151,6 +184,11 @@ func (s *Session) Ready() error {
 		return ErrStopped
 	}
 	now := Read(s.clock)
+	if s.held(now) {
+		return fmt.Errorf("new claim found no history (a first claim, or the coordinator's data was lost): "+
+			"waiting out any previous holder of the worker ID until %s (TTL + margin after the claim); no IDs until then",
+			s.hold.wall.UTC().Format(time.RFC3339Nano))
+	}
 	if dl := s.dl.Load(); dl == nil || dl.Remaining(now) <= 0 {
 		msg := fmt.Sprintf("lease may have expired: last confirmed renewal sent %v ago", now.Now.Round(0).Sub(last.Now.Round(0)).Round(time.Millisecond))
 		if lastErr != nil {
@@ -227,20 +265,14 @@ func (s *Session) Lose(reason error) error {
 	return err
 }
 
-// WaitNoHistory waits until Policy.NoHistoryWait has passed since the claim on the Clock (and
-// on the boot clock): what a claim that found no history must do before it serves (rule 4 of
-// the package doc). The renewals go on meanwhile. Errors: ctx's, the loss, ErrStopped.
+// WaitNoHistory waits until a claim without history (Config.NoHistory) is no longer held
+// back; it returns at once for a claim with history. The renewals go on meanwhile. Errors:
+// ctx's, the loss, ErrStopped.
 func (s *Session) WaitNoHistory(ctx context.Context) error {
-	until := NewDeadline(s.claimed, s.p.NoHistoryWait())
-	s.log.Warn("claim found no history (no previous holder record, no time high-water mark): "+
-		"waiting out any previous holder before serving", "wait", s.p.NoHistoryWait())
-	for {
-		// Until both the Clock and the boot clock have passed it (Remaining is the least left).
-		left := max(until.mono.Sub(s.clock.Now()), until.boot-s.clock.Boot())
-		if left <= 0 {
-			return nil
-		}
-		t := time.NewTimer(min(left, 50*time.Millisecond))
+	for s.held(Read(s.clock)) {
+		// Until both the Clock and the boot clock have passed it.
+		left := max(s.hold.mono.Sub(s.clock.Now()), s.hold.boot-s.clock.Boot())
+		t := time.NewTimer(min(max(left, time.Millisecond), 50*time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -257,6 +289,7 @@ func (s *Session) WaitNoHistory(ctx context.Context) error {
 			return ErrStopped
 		}
 	}
+	return nil
 }
 
 // run renews every Renew (Renew/2 after a failure) until Stop or the loss.
@@ -322,6 +355,9 @@ type Stats struct {
 	Lost error
 	// Stopped reports that Stop was called.
 	Stopped bool
+	// HeldUntil is, while a claim without history is held back (Config.NoHistory), when it
+	// may serve (wall clock, UTC); the zero time otherwise.
+	HeldUntil time.Time
 }
 
 // Stats returns a snapshot; it does no I/O.
@@ -334,6 +370,9 @@ func (s *Session) Stats() Stats {
 	}
 	if dl := s.dl.Load(); dl != nil {
 		st.Expires = dl.wall.UTC()
+	}
+	if s.holding.Load() {
+		st.HeldUntil = s.hold.wall.UTC()
 	}
 	return st
 }
