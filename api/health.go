@@ -63,7 +63,7 @@ func (h *handler) readiness(ctx context.Context) (bool, map[string]string) {
 			ready = false
 		}
 	}
-	if h.d.Snowflake != nil {
+	if gen, _ := h.snowflakeInUse(); gen != nil {
 		checks["snowflake"] = "ok"
 		if err := h.snowflakeReady(); err != nil {
 			checks["snowflake"] = err.Error()
@@ -81,10 +81,11 @@ func (h *handler) readiness(ctx context.Context) (bool, map[string]string) {
 // generator is not sealed for shutdown), and the source (when given apart from
 // the generator) is ready. No I/O: both read in-memory state.
 func (h *handler) snowflakeReady() error {
-	if src := h.d.SnowflakeSource; src != nil {
+	gen, src := h.snowflakeInUse()
+	if src != nil {
 		if err := src.Ready(); err != nil {
 			return err
 		}
 	}
-	return h.d.Snowflake.Ready()
+	return gen.Ready()
 }
