@@ -129,6 +129,7 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			Clock:    clock,
 
 			MaxPeerClockSkew: cfg.MaxPeerClockSkew,
+			CacheStart:       cfg.ZKCacheStart,
 		})
 		if err != nil {
 			return nil, err

@@ -91,13 +91,31 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 	if err != nil {
 		return err
 	}
-	if prev != nil && !waited {
-		if err := w.checkSilentWriter(ctx, conn, prev, prevT); err != nil {
+	// A previous holder may still be issuing with this worker ID: wait it out (the lease
+	// rule: a holder stops within the session timeout − Margin of its last contact, and every
+	// contact now finds our live node).
+	why := ""
+	switch {
+	case prev == nil:
+		why = "no history: this address has no node (a new server, or ZooKeeper lost its data and a running server may hold the number)"
+	case waited:
+		why = "the worker ID's live node belonged to another session until just now"
+	default:
+		lately, age, err := w.writtenLately(conn, prev, prevT)
+		if err != nil {
 			return err
+		}
+		if lately {
+			why = fmt.Sprintf("the node was written %v ago by a process without a live node", age.Round(time.Millisecond))
 		}
 	}
 	if err := w.checkPeerClocks(conn); err != nil {
 		return err
+	}
+	if why != "" {
+		if err := w.waitTakeover(ctx, conn, why); err != nil {
+			return err
+		}
 	}
 	// The cache file's mark counts too when it belongs to the same worker ID; a refusal names
 	// where the mark it waited for came from.
@@ -111,6 +129,15 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 	w.mark.Store(max(w.loaded.UnixMilli(), now.UnixMilli()))
 	if err := w.writeCache(w.mark.Load()); err != nil {
 		return fmt.Errorf("write cache file: %w", err)
+	}
+	if !w.contact(conn) {
+		if err := w.Ready(); err != nil {
+			return fmt.Errorf("%w: %w", ErrWorkerIDHeld, err)
+		}
+		if p := w.contactErr.Load(); p != nil {
+			return fmt.Errorf("confirm the live node %s: %s: %w", w.liveNode(), *p, zk.ErrConnectionClosed)
+		}
+		return fmt.Errorf("confirm the live node %s: %w", w.liveNode(), zk.ErrConnectionClosed)
 	}
 	return nil
 }
@@ -131,7 +158,11 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 func (w *Worker) createNode(conn *zk.Conn, data []byte, taken map[int64]string) (string, int64, error) {
 	forever := w.foreverPath()
 	if cid, _, err := readCache(w.cachePath); err == nil && cid <= w.opts.Layout.MaxWorker() {
-		if other, ok := taken[cid]; !ok {
+		other, ok := taken[cid]
+		if held, _, err := conn.Get(w.livePath() + "/" + strconv.FormatInt(cid, 10)); err == nil && !ok {
+			other, ok = "live node of "+describeHolder(held), true
+		}
+		if !ok {
 			node := fmt.Sprintf("%s/%s-%010d", forever, w.addr, cid)
 			_, err := conn.Create(node, data, 0, zk.WorldACL(zk.PermAll))
 			if err == nil {
@@ -157,6 +188,11 @@ func (w *Worker) createNode(conn *zk.Conn, data []byte, taken map[int64]string) 
 			return "", 0, fmt.Errorf("%w: created node %s has no sequence number", ErrNodeData, created)
 		}
 		other, dup := taken[n]
+		if !dup && n <= w.opts.Layout.MaxWorker() {
+			if held, _, err := conn.Get(w.livePath() + "/" + strconv.FormatInt(n, 10)); err == nil {
+				dup, other = true, "live node of "+describeHolder(held)
+			}
+		}
 		if !dup || n > w.opts.Layout.MaxWorker() {
 			return created, n, nil
 		}

@@ -21,10 +21,11 @@ import (
 // worker ID) while the first runs refuses to start, after waiting out the session timeout in
 // case the holder had crashed, and names the holder.
 func TestSecondHolderRefused(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
-	o.SessionTimeout = 2 * time.Second
+	o.SessionTimeout = 4 * time.Second
 	a := claim(t, o)
 	second := o
 	second.CacheDir = t.TempDir() // another host's tmpdir
@@ -59,10 +60,11 @@ func TestSecondHolderRefused(t *testing.T) {
 // TestCrashedHolderExpires: a live node left by a crashed process (its session still open on
 // the server) does not stop a restart for good: Claim waits until ZooKeeper removes it.
 func TestCrashedHolderExpires(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
-	o.SessionTimeout = 2 * time.Second
+	o.SessionTimeout = 4 * time.Second
 	w := claim(t, o)
 	id := w.WorkerID()
 	w.Close(context.Background())
@@ -84,10 +86,11 @@ func TestCrashedHolderExpires(t *testing.T) {
 	}
 }
 
-// TestRuntimeConflict: once the claim is found broken while the worker runs, the worker stops
-// backing IDs at once (Expiry in the past, the generator refuses with ErrLeaseExpired) and for
-// good, and Ready says why.
+// TestRuntimeConflict: once the claim is found broken while the worker runs, the lease is lost:
+// the worker stops backing IDs at once (Expiry in the past, the generator refuses with
+// ErrLeaseExpired) and for good (Lost is closed: leaf-server claims again), and Ready says why.
 func TestRuntimeConflict(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	tests := []struct {
 		name    string
@@ -132,7 +135,7 @@ func TestRuntimeConflict(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: "is gone",
+			want: "deleted", // the live node (contact) or the /forever node (upload), whichever is found first,
 		},
 	}
 	for _, tt := range tests {
@@ -168,6 +171,11 @@ func TestRuntimeConflict(t *testing.T) {
 			if _, err := g.Next(context.Background()); !errors.Is(err, snowflake.ErrLeaseExpired) {
 				t.Errorf("Next() after the conflict = %v, want %v", err, snowflake.ErrLeaseExpired)
 			}
+			select {
+			case <-w.Lost():
+			default:
+				t.Error("Lost() not closed after the conflict")
+			}
 			// Never resumes: later heartbeats leave the conflict in place.
 			time.Sleep(200 * time.Millisecond)
 			if w.Ready() == nil {
@@ -186,6 +194,7 @@ func TestRuntimeConflict(t *testing.T) {
 // TestOwnWriteNoConflict: the worker's own uploads (many, kicked by Store) never look like
 // another process's.
 func TestOwnWriteNoConflict(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	o := options(t, addr, zktest.Name(t, addr), "8080")
 	o.HeartbeatInterval = 10 * time.Millisecond
@@ -203,6 +212,7 @@ func TestOwnWriteNoConflict(t *testing.T) {
 
 // TestAdvertisedAddressNormalised: "[::1]" and "0:0::1" are one identity, so the same worker ID.
 func TestAdvertisedAddressNormalised(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
@@ -219,6 +229,7 @@ func TestAdvertisedAddressNormalised(t *testing.T) {
 }
 
 func TestNormaliseIP(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		give   string
 		want   string
@@ -243,6 +254,7 @@ func TestNormaliseIP(t *testing.T) {
 // issued millisecond + 1 in the node and the cache file, so the restart loads that mark, not
 // the one stored up to the high-water window ahead.
 func TestSealStoresExactMark(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	o := options(t, addr, zktest.Name(t, addr), "8080")
 	w := claim(t, o)
@@ -281,6 +293,7 @@ func TestSealStoresExactMark(t *testing.T) {
 // (it has no live node) makes Claim refuse after one upload interval of watching; a Java node
 // that has stopped uploading is reused.
 func TestLiveJavaLeafAtStart(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	for _, live := range []bool{true, false} {
 		t.Run(map[bool]string{true: "uploading", false: "stopped"}[live], func(t *testing.T) {

@@ -70,6 +70,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,7 +124,16 @@ type Worker struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the upload goroutine has returned
 	kick   chan struct{} // buffer 1: upload now (a new mark was stored)
+	lost   chan struct{} // closed by lose
 	close  sync.Once
+
+	boot         snowflake.LeaseClock
+	negotiatedMs atomic.Int64 // the session timeout ZooKeeper granted, ms; 0 until known
+
+	dlMu        sync.Mutex                              // serialises renew
+	dl          atomic.Pointer[snowflake.LeaseDeadline] // end of the lease; nil before the first contact
+	lastContact atomic.Int64                            // wall time the last confirmed contact was sent, Unix ms
+	contactErr  atomic.Pointer[string]                  // the last failed contact's error
 
 	storeMu sync.Mutex // serialises Store's cache-file writes
 
@@ -168,35 +178,43 @@ func Claim(ctx context.Context, o Options) (*Worker, error) {
 		log:       o.Logger,
 		done:      make(chan struct{}),
 		kick:      make(chan struct{}, 1),
+		lost:      make(chan struct{}),
+		boot:      snowflake.BootClock{},
 	}
-	conn, connErr := w.connect(ctx)
-	if connErr != nil {
-		w.log.Warn("zkworker: ZooKeeper unreachable, using the cached worker ID",
-			"servers", o.Servers, "err", connErr, "cache", w.cachePath)
-		if err := w.fromCache(ctx); err != nil {
-			return nil, fmt.Errorf("%w (ZooKeeper: %v)", err, connErr)
+	conn, err := w.connect(ctx)
+	if err == nil {
+		if err = w.claimNode(ctx, conn); err != nil {
+			conn.Close()
 		}
-		close(w.done)
+	}
+	switch {
+	case err == nil:
+		w.conn.Store(conn)
+		var hbCtx context.Context
+		hbCtx, w.cancel = context.WithCancel(context.Background())
+		go w.heartbeat(hbCtx)
 		return w, nil
-	}
-	if err := w.claimNode(ctx, conn); err != nil {
-		conn.Close()
-		if unreachable(err) {
-			w.log.Warn("zkworker: ZooKeeper lost during the claim, using the cached worker ID", "err", err, "cache", w.cachePath)
-			if cerr := w.fromCache(ctx); cerr != nil {
-				return nil, fmt.Errorf("%w (ZooKeeper: %v)", cerr, err)
-			}
-			close(w.done)
-			return w, nil
-		}
+	case !unreachable(err):
 		return nil, err
+	case !o.CacheStart:
+		return nil, fmt.Errorf("%w: %s: %v. Snowflake IDs wait until ZooKeeper answers and the claim succeeds "+
+			"(--zk-cache-start would serve Leaf's cached worker ID without ZooKeeper, at the risk of duplicate IDs)",
+			ErrUnreachable, strings.Join(o.Servers, ","), err)
 	}
-	w.conn.Store(conn)
-	var hbCtx context.Context
-	hbCtx, w.cancel = context.WithCancel(context.Background())
-	go w.heartbeat(hbCtx)
+	w.log.Warn("zkworker: ZooKeeper unreachable; serving the cached worker ID (cache-file start) until ZooKeeper answers, "+
+		"then registering it: another process may hold it meanwhile", "servers", o.Servers, "err", err, "cache", w.cachePath)
+	if cerr := w.fromCache(ctx); cerr != nil {
+		return nil, fmt.Errorf("%w (ZooKeeper: %v)", cerr, err)
+	}
+	var regCtx context.Context
+	regCtx, w.cancel = context.WithCancel(context.Background())
+	go w.registerCached(regCtx)
 	return w, nil
 }
+
+// Lost returns a channel that is closed when the lease on the worker ID is lost for good (see
+// ErrConflict); leaf-server then claims again.
+func (w *Worker) Lost() <-chan struct{} { return w.lost }
 
 // WorkerID returns the claimed worker ID. It implements snowflake.Source.
 func (w *Worker) WorkerID() int64 { return w.id }
@@ -241,7 +259,7 @@ func (w *Worker) StoreFinal(ctx context.Context, mark time.Time) error {
 	}
 	w.mark.Store(ms)
 	conn := w.conn.Load()
-	if conn == nil || w.conflicted.Load() != nil || conn.State() != zk.StateHasSession {
+	if conn == nil || w.conflicted.Load() != nil || conn.State() != zk.StateHasSession || w.Ready() != nil {
 		return nil
 	}
 	data, _ := json.Marshal(endpoint{IP: w.opts.IP, Port: w.opts.Port, Timestamp: ms})
@@ -318,17 +336,18 @@ func (w *Worker) Close(ctx context.Context) error {
 		if w.cancel != nil {
 			w.cancel()
 		}
+		select {
+		case <-w.done:
+		case <-time.After(w.opts.SessionTimeout):
+		case <-ctx.Done():
+		}
 		if conn := w.conn.Load(); conn != nil {
-			select {
-			case <-w.done:
-			case <-time.After(w.opts.SessionTimeout):
-			case <-ctx.Done():
-			}
-			w.conn.Load().Close()
-			<-w.done
-			w.conn.Load().Close() // a reconnect may have replaced it meanwhile
+			conn.Close()
 		}
 		<-w.done
+		if conn := w.conn.Load(); conn != nil {
+			conn.Close() // registerCached may have stored it meanwhile
+		}
 	})
 	return nil
 }

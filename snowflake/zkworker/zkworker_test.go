@@ -31,6 +31,10 @@ func options(t *testing.T, addr, name, port string) zkworker.Options {
 		Port:     port,
 		CacheDir: t.TempDir(),
 		Logger:   slog.New(slog.DiscardHandler),
+		// The shortest session ZooKeeper grants with its default tickTime (2 s): a claim
+		// without history waits 4 s + 1 s.
+		SessionTimeout: 4 * time.Second,
+		Margin:         time.Second,
 	}
 }
 
@@ -64,6 +68,7 @@ func leafNode(t *testing.T, conn *zk.Conn, name, addr string, ts int64) string {
 }
 
 func TestParseNodeName(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		give     string
 		wantAddr string
@@ -90,6 +95,7 @@ func TestParseNodeName(t *testing.T) {
 // TestClaimDistinct: a node written by hand in Leaf's format and two leaf-go claimers in one
 // namespace get three different worker IDs; the first node's number is parsed too.
 func TestClaimDistinct(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	conn := zktest.Conn(t, addr)
@@ -133,6 +139,7 @@ func TestClaimDistinct(t *testing.T) {
 
 // TestNodeData: the node name and data follow Leaf's format byte for byte.
 func TestNodeData(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
@@ -173,6 +180,7 @@ func TestNodeData(t *testing.T) {
 
 // TestReclaimKeepsNumber: a restarted ip:port reuses its node and number.
 func TestReclaimKeepsNumber(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "9000")
@@ -192,6 +200,7 @@ func TestReclaimKeepsNumber(t *testing.T) {
 
 // TestReclaimJavaNode: a node that Java Leaf created for our address is reused.
 func TestReclaimJavaNode(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	conn := zktest.Conn(t, addr)
@@ -205,6 +214,7 @@ func TestReclaimJavaNode(t *testing.T) {
 
 // TestNamespaceExhausted: when the namespace's counter is past 1023, Claim refuses and says why.
 func TestNamespaceExhausted(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	conn := zktest.Conn(t, addr)
@@ -238,6 +248,7 @@ func TestNamespaceExhausted(t *testing.T) {
 
 // TestLeafNameWithDash: Leaf splits the created path at its first `-`; leaf-go parses the last.
 func TestLeafNameWithDash(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr) + "-with-dashes"
 	t.Cleanup(func() {
@@ -255,6 +266,7 @@ func TestLeafNameWithDash(t *testing.T) {
 // TestClockBehindNode: a reused node whose timestamp is ahead of our clock is waited out when
 // close, and stops the start when far.
 func TestClockBehindNode(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		ahead   time.Duration
@@ -292,9 +304,11 @@ func TestClockBehindNode(t *testing.T) {
 	}
 }
 
-// TestZooKeeperDown: with ZooKeeper unreachable at start, the cached worker ID is used and the
-// clock is still checked against the cached mark.
+// TestZooKeeperDown: with ZooKeeper unreachable at start, Claim fails closed (ErrUnreachable);
+// with CacheStart, the cached worker ID is used and the clock is still checked against the
+// cached mark.
 func TestZooKeeperDown(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
@@ -310,6 +324,17 @@ func TestZooKeeperDown(t *testing.T) {
 	down := o
 	down.Servers = []string{zktest.ClosedAddr(t)}
 	down.ConnectTimeout = 300 * time.Millisecond
+
+	t.Run("fails closed by default", func(t *testing.T) {
+		w, err := zkworker.Claim(context.Background(), down)
+		if err == nil {
+			w.Close(context.Background())
+		}
+		if !errors.Is(err, zkworker.ErrUnreachable) || !strings.Contains(err.Error(), "--zk-cache-start") {
+			t.Fatalf("Claim() with ZooKeeper down = %v, want %v naming --zk-cache-start", err, zkworker.ErrUnreachable)
+		}
+	})
+	down.CacheStart = true
 
 	t.Run("cached ID", func(t *testing.T) {
 		w, err := zkworker.Claim(context.Background(), down)
@@ -349,6 +374,7 @@ func TestZooKeeperDown(t *testing.T) {
 // TestHighWaterInNode: the generator's marks reach the node's timestamp (via the upload
 // goroutine) and the cache file; a restarted generator loads them.
 func TestHighWaterInNode(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
@@ -402,6 +428,7 @@ func TestHighWaterInNode(t *testing.T) {
 }
 
 func TestClaimOptions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		give zkworker.Options
