@@ -13,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leaf-go/leaf/internal/atomicfile"
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // fromCache takes the worker ID from the cache file and checks the clock against its mark.
@@ -96,19 +97,18 @@ func (w *Worker) registerCached(ctx context.Context) {
 		if err != nil {
 			continue // connect waited ConnectTimeout
 		}
+		w.conn.Store(conn)
 		err = w.register(conn)
 		if err == nil {
-			w.conn.Store(conn)
 			w.log.Info("zkworker: ZooKeeper answers; the cached worker ID is registered and held as a lease", "worker_id", w.id, "node", w.node)
 			w.heartbeat(ctx)
 			return
 		}
-		if unreachable(err) {
+		if unreachable(err) && w.conflicted.Load() == nil {
 			conn.Close()
 			continue
 		}
-		w.conn.Store(conn) // lose deletes our live node if we created it
-		w.lose("cache-file start: " + err.Error())
+		_ = w.lose("cache-file start: " + err.Error()) // deletes our live node if we created it
 		close(w.done)
 		return
 	}
@@ -193,11 +193,6 @@ func (w *Worker) register(conn *zk.Conn) error {
 			return fmt.Errorf("%w: the node %s was written %v ago by a process without a live node", ErrWorkerIDHeld, w.node, age)
 		}
 	}
-	if !w.contact(conn) {
-		if err := w.Ready(); err != nil {
-			return err
-		}
-		return fmt.Errorf("confirm the live node %s: %w", w.liveNode(), zk.ErrConnectionClosed)
-	}
-	return nil
+	_, err = w.startLease(context.Background(), lease.Read(w.clock), false)
+	return err
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // foreverPath returns /snowflake/<leaf.name>/forever (Leaf's PATH_FOREVER).
@@ -112,11 +114,6 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 	if err := w.checkPeerClocks(conn); err != nil {
 		return err
 	}
-	if why != "" {
-		if err := w.waitTakeover(ctx, conn, why); err != nil {
-			return err
-		}
-	}
 	// The cache file's mark counts too when it belongs to the same worker ID; a refusal names
 	// where the mark it waited for came from.
 	from := w.node
@@ -130,14 +127,25 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 	if err := w.writeCache(w.mark.Load()); err != nil {
 		return fmt.Errorf("write cache file: %w", err)
 	}
-	if !w.contact(conn) {
-		if err := w.Ready(); err != nil {
-			return fmt.Errorf("%w: %w", ErrWorkerIDHeld, err)
+	// The lease starts with a contact; a claim that may follow a live holder is held back a
+	// full session timeout + margin (the holder stops within the session timeout − margin of
+	// its last contact, and every contact of it now finds our live node).
+	sent := lease.Read(w.clock)
+	s, err := w.startLease(ctx, sent, why != "")
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		w.log.Warn("zkworker: a previous holder of the worker ID may still be issuing; waiting a full session timeout + margin before serving",
+			"worker_id", w.id, "node", w.node, "reason", why, "wait", s.Policy().NoHistoryWait())
+		if err := s.WaitNoHistory(ctx); err != nil {
+			s.Stop()
+			return err
 		}
-		if p := w.contactErr.Load(); p != nil {
-			return fmt.Errorf("confirm the live node %s: %s: %w", w.liveNode(), *p, zk.ErrConnectionClosed)
+		if err := w.checkNotRewritten(conn, s.Policy().NoHistoryWait(), why); err != nil {
+			s.Stop()
+			return err
 		}
-		return fmt.Errorf("confirm the live node %s: %w", w.liveNode(), zk.ErrConnectionClosed)
 	}
 	return nil
 }

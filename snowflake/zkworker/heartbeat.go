@@ -9,21 +9,14 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// renewEvery is the interval between contacts: a quarter of the time a contact backs IDs
-// (1 s with the defaults), so that three contacts in a row may fail or be late before the lease
-// lapses; at most HeartbeatInterval.
-func (w *Worker) renewEvery() time.Duration {
-	return max(min(w.holdFor()/4, w.opts.HeartbeatInterval), 10*time.Millisecond)
-}
-
-// heartbeat renews the lease (contact) every renewEvery, uploads the node's timestamp every
-// HeartbeatInterval and when kicked, until ctx ends (then it uploads a mark that is not in the
-// node yet) or the lease is lost. No session for a full session timeout loses the lease: the
-// session has expired by then, or ZooKeeper lost it (a new ensemble refuses a client that has
-// seen a later zxid for good); leaf-server claims again on a new connection.
+// heartbeat uploads the node's timestamp every HeartbeatInterval and when kicked, until ctx
+// ends (then it uploads a mark that is not in the node yet) or the lease is lost; the lease's
+// renewals (contacts) are lease.Session's. No session for a full session timeout loses the
+// lease: the session has expired by then, or ZooKeeper lost it (a new ensemble refuses a
+// client that has seen a later zxid for good); leaf-server claims again on a new connection.
 func (w *Worker) heartbeat(ctx context.Context) {
 	defer close(w.done)
-	t := time.NewTicker(w.renewEvery())
+	t := time.NewTicker(w.policy().Renew)
 	defer t.Stop()
 	lastSession := time.Now()
 	nextUpload := time.Now().Add(w.opts.HeartbeatInterval)
@@ -49,16 +42,13 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		if conn.State() != zk.StateHasSession {
 			w.uploadFailed(zk.ErrNoServer)
 			if since := time.Since(lastSession); since > w.opts.SessionTimeout {
-				w.lose(fmt.Sprintf("no ZooKeeper session for %v (session timeout %v): the session has expired or ZooKeeper lost it",
+				_ = w.lose(fmt.Sprintf("no ZooKeeper session for %v (session timeout %v): the session has expired or ZooKeeper lost it",
 					since.Round(time.Millisecond), w.opts.SessionTimeout))
 				return
 			}
 			continue
 		}
 		lastSession = time.Now()
-		if !w.contact(conn) {
-			continue
-		}
 		if kicked || !time.Now().Before(nextUpload) {
 			w.upload()
 			nextUpload = time.Now().Add(w.opts.HeartbeatInterval)

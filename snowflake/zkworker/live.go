@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // Exclusive holders: Leaf's /forever node says which ip:port owns a worker ID, but not whether a
@@ -159,21 +161,10 @@ func (w *Worker) writtenLately(conn *zk.Conn, prev *zk.Stat, ts int64) (lately b
 	return true, age, nil
 }
 
-// waitTakeover waits takeoverWait (a full session timeout + Margin) with our live node in
-// place, so that a previous holder has stopped issuing: without ZooKeeper on its own deadline,
-// with ZooKeeper at its next contact, which finds our live node. Then the /forever node must
-// still hold our last write (or the one Claim read): written meanwhile, a live process without
-// a live node (a Java Leaf node on our ip:port) holds the worker ID, and the claim is refused
-// with ErrWorkerIDHeld.
-func (w *Worker) waitTakeover(ctx context.Context, conn *zk.Conn, why string) error {
-	wait := w.takeoverWait()
-	w.log.Warn("zkworker: a previous holder of the worker ID may still be issuing; waiting a full session timeout + margin before serving",
-		"worker_id", w.id, "node", w.node, "reason", why, "wait", wait)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(wait):
-	}
+// checkNotRewritten refuses the claim with ErrWorkerIDHeld when the /forever node was
+// written, since Claim read or created it, by someone else: a live process without a live
+// node (a Java Leaf node on our ip:port) holds the worker ID. why is the reason Claim waited.
+func (w *Worker) checkNotRewritten(conn *zk.Conn, waited time.Duration, why string) error {
 	data, now, err := conn.Get(w.node)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", w.node, err)
@@ -183,7 +174,7 @@ func (w *Worker) waitTakeover(ctx context.Context, conn *zk.Conn, why string) er
 			"(a Java Leaf node on %s?): written again within the %v this claim waited (%s; %s). Two processes "+
 			"with one worker ID would issue duplicate IDs, so this one does not take the lease: stop the other one, or "+
 			"give this one another --advertise-ip/--snowflake-port", ErrWorkerIDHeld, w.node, w.id, w.addr,
-			wait, why, data)
+			waited, why, data)
 	}
 	return nil
 }
@@ -208,7 +199,7 @@ func (w *Worker) setNodeLocked(conn *zk.Conn, data []byte) (bool, error) {
 		w.written.Store(&data)
 		return true, nil
 	case errors.Is(err, zk.ErrNoNode):
-		w.lose(fmt.Sprintf("the node %s is gone: ZooKeeper lost its data or someone deleted it, and another "+
+		_ = w.lose(fmt.Sprintf("the node %s is gone: ZooKeeper lost its data or someone deleted it, and another "+
 			"server may since have drawn worker ID %d", w.node, w.id))
 		return false, nil
 	case errors.Is(err, zk.ErrBadVersion):
@@ -221,7 +212,7 @@ func (w *Worker) setNodeLocked(conn *zk.Conn, data []byte) (bool, error) {
 			w.version.Store(stat.Version)
 			return w.setNodeLocked(conn, data)
 		}
-		w.lose(fmt.Sprintf("another process wrote the node %s: %s (a Java Leaf node or a second server on %s)", w.node, cur, w.addr))
+		_ = w.lose(fmt.Sprintf("another process wrote the node %s: %s (a Java Leaf node or a second server on %s)", w.node, cur, w.addr))
 		return false, nil
 	default:
 		return false, err
@@ -238,15 +229,20 @@ func ours(data []byte, writes ...*[]byte) bool {
 	return false
 }
 
-// lose records the first loss of the lease: Expiry becomes now (so the generator refuses at
-// once), Ready returns the reason, uploads stop, Lost is closed, and the live node is deleted
+// lose records the first loss of the lease and returns it (wrapping ErrConflict and
+// lease.ErrLeaseLost): Expiry becomes the past (so the generator refuses at once), Ready
+// returns the reason, uploads and renewals stop, Lost is closed, and the live node is deleted
 // when this session still owns it (this Worker never issues with the worker ID again, so it
-// must not keep others out).
-func (w *Worker) lose(reason string) {
-	err := fmt.Errorf("%w: worker ID %d: %s; no snowflake IDs from this claim, the worker ID must be claimed again", ErrConflict, w.id, reason)
+// must not keep others out). Later losses return the first.
+func (w *Worker) lose(reason string) error {
+	err := fmt.Errorf("%w (%w): worker ID %d: %s; no snowflake IDs from this claim, the worker ID must be claimed again",
+		ErrConflict, lease.ErrLeaseLost, w.id, reason)
 	c := &conflictState{err: err, at: w.opts.Clock.Now()}
 	if !w.conflicted.CompareAndSwap(nil, c) {
-		return
+		return w.conflicted.Load().err
+	}
+	if s := w.sess.Load(); s != nil {
+		s.Lose(err)
 	}
 	close(w.lost)
 	w.log.Error("zkworker: lease on the worker ID lost; snowflake IDs stopped", "worker_id", w.id, "reason", reason)
@@ -255,6 +251,7 @@ func (w *Worker) lose(reason string) {
 			_ = conn.Delete(w.liveNode(), stat.Version)
 		}
 	}
+	return err
 }
 
 // conflictState is a recorded conflict.

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaf-go/leaf/internal/clocktest"
 	"github.com/leaf-go/leaf/internal/zktest"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/snowflake/zkworker"
@@ -71,7 +70,7 @@ func TestPeerClockLeafGo(t *testing.T) {
 		t.Run(ahead.String(), func(t *testing.T) {
 			name := zktest.Name(t, addr)
 			po := options(t, addr, name, "7001")
-			po.Clock = clocktest.New(time.Now().Add(ahead))
+			po.Clock = newOffsetClock(time.Now().Add(ahead))
 			claim(t, po)
 			o := options(t, addr, name, "7002")
 			o.MaxPeerClockSkew = 10 * time.Second

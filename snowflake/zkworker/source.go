@@ -1,6 +1,11 @@
 package zkworker
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/leaf-go/leaf/snowflake/lease"
+)
 
 // The rest of snowflake.Source: what the status page, /readyz and /metrics read.
 
@@ -8,33 +13,39 @@ import "time"
 // file; Status().Source tells which.
 func (w *Worker) Name() string { return SourceZooKeeper }
 
-// Expiry returns the end of the lease (the session is the lease): the session timeout −
-// Margin after the last confirmed contact was sent, on Clock, shortened when the boot clock
-// says the host was suspended or paused meanwhile (snowflake.LeaseDeadline). Once the lease is
-// lost it returns the moment of the loss. A worker started from the cache file
-// (Options.CacheStart) that has not reached ZooKeeper yet returns a far-future instant (year
-// 9999): it issues on the cache file's word alone, the risk that option takes.
+// Expiry returns the end of the lease (the session is the lease; lease.Session.Expiry): the
+// session timeout − Margin after the last confirmed contact was sent, on Clock, ended earlier
+// when the wall or boot clock says the host was suspended or paused meanwhile; long past while
+// a claim that may follow a live holder is held back, and once the lease is lost. A worker
+// started from the cache file (Options.CacheStart) that has not reached ZooKeeper yet returns
+// a far-future instant (year 9999): it issues on the cache file's word alone, the risk that
+// option takes.
 func (w *Worker) Expiry() time.Time {
 	if c := w.conflicted.Load(); c != nil {
-		return c.at
+		return lease.Expired
 	}
-	d := w.dl.Load()
-	if d == nil {
+	s := w.sess.Load()
+	if s == nil {
 		return noLease
 	}
-	return d.Expiry(w.opts.Clock.Now(), w.boot.Boot())
+	return s.Expiry()
 }
 
-// Ready returns nil while the lease backs IDs; an error wrapping ErrConflict with the reason
-// once it is lost (for good: leaf-server claims again), and an error saying how long ZooKeeper
-// has not been heard from while it has lapsed (it backs IDs again after a contact on the same
-// session).
+// Ready returns nil while the lease backs IDs; an error wrapping ErrConflict and
+// lease.ErrLeaseLost with the reason once it is lost (for good: leaf-server claims again); and
+// otherwise the lease's reason (held back after the claim, or no word from ZooKeeper: it backs
+// IDs again after a contact on the same session).
 func (w *Worker) Ready() error {
 	if c := w.conflicted.Load(); c != nil {
 		return c.err
 	}
-	if ago := w.lapsed(); ago > 0 {
-		return w.leaseErr(ago)
+	s := w.sess.Load()
+	if s == nil {
+		return nil
+	}
+	if err := s.Ready(); err != nil {
+		return fmt.Errorf("zkworker: lease on worker ID %d (ZooKeeper session 0x%x, timeout %v − margin %v): %w",
+			w.id, w.liveSession.Load(), w.opts.SessionTimeout, w.opts.Margin, err)
 	}
 	return nil
 }
@@ -55,18 +66,19 @@ func (w *Worker) Details() any {
 	if err := w.Ready(); err != nil {
 		conflict = err.Error()
 	}
-	live, expires := "", ""
+	live, lastContact, expires := "", "", ""
 	if w.liveSession.Load() != 0 {
 		live = w.liveNode()
 	}
-	if w.dl.Load() != nil {
-		expires = rfc3339(w.Expiry())
+	if s := w.sess.Load(); s != nil {
+		st := s.Stats()
+		lastContact, expires = rfc3339(st.LastRenewal), rfc3339(st.Expires)
 	}
 	return map[string]any{
 		"workerId": s.WorkerID, "source": s.Source, "address": s.Address, "node": s.Node,
 		"cachePath": s.CachePath, "session": s.State, "mark": rfc3339(s.Mark),
 		"uploaded": rfc3339(s.Uploaded), "lastUpload": rfc3339(s.LastUpload), "uploadError": s.UploadError,
-		"liveNode": live, "conflict": conflict, "lastContact": rfc3339(msTime(w.lastContact.Load())), "expires": expires,
+		"liveNode": live, "conflict": conflict, "lastContact": lastContact, "expires": expires,
 		"sessionTimeoutMs": w.opts.SessionTimeout.Milliseconds(), "marginMs": w.opts.Margin.Milliseconds(),
 	}
 }

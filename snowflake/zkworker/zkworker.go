@@ -78,6 +78,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 var (
@@ -127,13 +128,9 @@ type Worker struct {
 	lost   chan struct{} // closed by lose
 	close  sync.Once
 
-	boot         snowflake.LeaseClock
-	negotiatedMs atomic.Int64 // the session timeout ZooKeeper granted, ms; 0 until known
-
-	dlMu        sync.Mutex                              // serialises renew
-	dl          atomic.Pointer[snowflake.LeaseDeadline] // end of the lease; nil before the first contact
-	lastContact atomic.Int64                            // wall time the last confirmed contact was sent, Unix ms
-	contactErr  atomic.Pointer[string]                  // the last failed contact's error
+	clock        lease.Clock                   // Options.Clock with the boot clock
+	negotiatedMs atomic.Int64                  // the session timeout ZooKeeper granted, ms; 0 until known
+	sess         atomic.Pointer[lease.Session] // the lease; nil before the first contact (cache-file start)
 
 	storeMu sync.Mutex // serialises Store's cache-file writes
 
@@ -179,17 +176,18 @@ func Claim(ctx context.Context, o Options) (*Worker, error) {
 		done:      make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 		lost:      make(chan struct{}),
-		boot:      snowflake.BootClock{},
+		clock:     lease.WithBoot(o.Clock.Now),
 	}
 	conn, err := w.connect(ctx)
 	if err == nil {
+		w.conn.Store(conn)
 		if err = w.claimNode(ctx, conn); err != nil {
 			conn.Close()
+			w.conn.Store(nil)
 		}
 	}
 	switch {
 	case err == nil:
-		w.conn.Store(conn)
 		var hbCtx context.Context
 		hbCtx, w.cancel = context.WithCancel(context.Background())
 		go w.heartbeat(hbCtx)
@@ -333,6 +331,9 @@ func msTime(ms int64) time.Time {
 // snowflake.Source.
 func (w *Worker) Close(ctx context.Context) error {
 	w.close.Do(func() {
+		if s := w.sess.Load(); s != nil {
+			s.Stop()
+		}
 		if w.cancel != nil {
 			w.cancel()
 		}

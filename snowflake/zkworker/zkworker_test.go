@@ -38,6 +38,28 @@ func options(t *testing.T, addr, name, port string) zkworker.Options {
 	}
 }
 
+// offsetClock reads the real clock moved by an offset; Sleep moves the offset instead of
+// sleeping. Unlike a frozen fake clock, it lets the real time pass that a claim without
+// history waits out.
+type offsetClock struct {
+	mu     sync.Mutex // guards offset
+	offset time.Duration
+}
+
+func newOffsetClock(at time.Time) *offsetClock { return &offsetClock{offset: time.Until(at)} }
+
+func (c *offsetClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *offsetClock) Sleep(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
 func claim(t *testing.T, o zkworker.Options) *zkworker.Worker {
 	t.Helper()
 	w, err := zkworker.Claim(context.Background(), o)
@@ -284,7 +306,7 @@ func TestClockBehindNode(t *testing.T) {
 			stamp := now.Add(tt.ahead)
 			leafNode(t, conn, name, "127.0.0.1:8080", stamp.UnixMilli())
 			o := options(t, addr, name, "8080")
-			clock := clocktest.New(now)
+			clock := newOffsetClock(now)
 			o.Clock = clock
 			w, err := zkworker.Claim(context.Background(), o)
 			if !errors.Is(err, tt.wantErr) {
