@@ -141,8 +141,9 @@ func TestZooKeeperPartitionLease(t *testing.T) {
 	r := zkServer(t, zs.Addr(), name, ip, port, t.TempDir())
 	stopR := loadOn(func() *servertest.Proc { return r }, tr)
 	defer stopR()
-	hStopped, hBody := waitStopped(t, h, 30*time.Second)
 	rServing := waitServing(t, r, 90*time.Second)
+	_, hBody := waitStopped(t, h, 30*time.Second)
+	hStopped := th.firstErrAt() // R's start blocks until its claim: H's first refusal is measured by the load
 	time.Sleep(2 * time.Second) // both under load, partition still on
 	px.Clear(t)
 	healed := time.Now()
@@ -155,8 +156,8 @@ func TestZooKeeperPartitionLease(t *testing.T) {
 		t.Errorf("R got worker %d, want H's %d (same identity)", wr, wh)
 	}
 	checkWorker(t, tr, wr)
-	if d := hStopped.Sub(cut); d > zkSessionTimeout-zkMargin+slack {
-		t.Errorf("H's /readyz turned 503 %v after the partition, want within the session timeout − margin (%v)", d, zkSessionTimeout-zkMargin)
+	if d := hStopped.Sub(cut); hStopped.IsZero() || d > zkSessionTimeout-zkMargin+slack {
+		t.Errorf("H's first refusal %v after the partition, want within the session timeout − margin (%v)", d, zkSessionTimeout-zkMargin)
 	}
 	if !strings.Contains(hBody, "lease") {
 		t.Errorf("H's /readyz body %s, want the lease's reason", hBody)
@@ -171,7 +172,7 @@ func TestZooKeeperPartitionLease(t *testing.T) {
 	res.Scenario, res.Cmd = "4 snowflake worker IDs", "go test -race -count=1 -run '^TestZooKeeperPartitionLease$' ./faults/"
 	res.Size = "ZooKeeper, holder H partitioned (proxy blackholed) past the 6 s session timeout, same-identity R started at once, then healed"
 	res.Recovery = fmt.Sprintf("R serving %v after the cut", rServing.Sub(cut).Round(100*time.Millisecond))
-	res.Note = fmt.Sprintf("worker %d; H's /readyz 503 %v after the cut (session timeout − margin = 4 s), still 503 %v after the heal; landed main: 1,507,300 duplicates",
+	res.Note = fmt.Sprintf("worker %d; H's first refusal %v after the cut (session timeout − margin = 4 s), /readyz still 503 %v after the heal; landed main: 1,507,300 duplicates",
 		wh, hStopped.Sub(cut).Round(10*time.Millisecond), time.Since(healed).Round(time.Second))
 	report.add(t, res)
 }
@@ -364,15 +365,22 @@ func TestZooKeeperWipedLease(t *testing.T) {
 	load(a)
 	load(b)
 	time.Sleep(time.Second)
+	ts[0].startFault()
+	ts[1].startFault()
 	zs.Kill()
+	killed := time.Now()
 	zs.Wipe(t)
 	zs.Restart(t)
 	wiped := time.Now()
 	c := zkServer(t, zs.Addr(), name, "127.0.0.1", "24397", t.TempDir())
 	load(c)
-	aStopped, _ := waitStopped(t, a, 30*time.Second)
-	bStopped, _ := waitStopped(t, b, 30*time.Second)
 	cServing := waitServing(t, c, 90*time.Second)
+	// C's start blocks until its claim serves: A's and B's first refusals are measured by
+	// the load.
+	aStopped, bStopped := ts[0].firstErrAt(), ts[1].firstErrAt()
+	if aStopped.IsZero() || bStopped.IsZero() {
+		t.Errorf("A and B first refused at %v and %v: want both to stop without word from ZooKeeper", aStopped, bStopped)
+	}
 	aBack := waitServing(t, a, 120*time.Second)
 	bBack := waitServing(t, b, 120*time.Second)
 	time.Sleep(2 * time.Second)
@@ -386,9 +394,9 @@ func TestZooKeeperWipedLease(t *testing.T) {
 	res := noDuplicates(t, ts...)
 	res.Scenario, res.Cmd = "4 snowflake worker IDs", "go test -race -count=1 -run '^TestZooKeeperWipedLease$' ./faults/"
 	res.Size = "private ZooKeeper wiped and restarted under load on A and B, new server C started at once"
-	res.Recovery = fmt.Sprintf("C %v, A %v, B %v after the wipe", cServing.Sub(wiped).Round(100*time.Millisecond),
+	res.Recovery = fmt.Sprintf("C %v, A %v, B %v after ZooKeeper served again", cServing.Sub(wiped).Round(100*time.Millisecond),
 		aBack.Sub(wiped).Round(100*time.Millisecond), bBack.Sub(wiped).Round(100*time.Millisecond))
-	res.Note = fmt.Sprintf("worker IDs before: A %d, B %d; after: A %d, B %d, C %d; A and B stopped %v / %v after the wipe and claimed again without a restart; landed main: 98,259 duplicates, A and B down until restarted",
-		wa, wb, wa2, wb2, wc, aStopped.Sub(wiped).Round(100*time.Millisecond), bStopped.Sub(wiped).Round(100*time.Millisecond))
+	res.Note = fmt.Sprintf("worker IDs before: A %d, B %d; after: A %d, B %d, C %d; A and B first refused %v / %v after ZooKeeper was killed (it served again, empty, after %v) and claimed again without a restart; landed main: 98,259 duplicates, A and B down until restarted",
+		wa, wb, wa2, wb2, wc, aStopped.Sub(killed).Round(100*time.Millisecond), bStopped.Sub(killed).Round(100*time.Millisecond), wiped.Sub(killed).Round(100*time.Millisecond))
 	report.add(t, res)
 }
