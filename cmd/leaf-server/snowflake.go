@@ -180,9 +180,7 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			MaxPeerClockSkew: cfg.MaxPeerClockSkew,
 			Logger:           log,
 		}
-		if clock != nil {
-			o.Clock = clock
-		}
+		o.Clock = leaseClock(clock)
 		w, err := etcdworker.Claim(ctx, o)
 		if err != nil {
 			return nil, err

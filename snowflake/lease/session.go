@@ -55,6 +55,8 @@ type Session struct {
 
 	// dl is the current deadline; nil once lost or stopped.
 	dl atomic.Pointer[Deadline]
+	// boot is the last boot clock reading of now (nil: none yet).
+	boot atomic.Pointer[Instant]
 	// lost is closed when the loss is final.
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -140,11 +142,35 @@ func (s *Session) Expiry() time.Time {
 	if dl == nil {
 		return Expired
 	}
-	now := Read(s.clock)
+	now := s.now()
 	if s.held(now) {
 		return Expired
 	}
 	return dl.Expiry(now)
+}
+
+// BootRecheck is how often, at most, Expiry reads the boot clock: a boot clock read is a
+// system call (about 10 times a time.Now), too dear for every ID. In between it extends the
+// last reading by the Clock's elapsed time; it reads again whenever the Clock's reading or
+// its wall clock has moved by BootRecheck or more, or not at all, or backwards, since. A
+// resume from suspend moves the wall clock (it counts suspended time), so the next Expiry
+// reads the boot clock again; should the wall clock also have been stepped back by the
+// suspended time, the reading is stale for at most BootRecheck of monotonic time, which the
+// time high-water mark covers.
+const BootRecheck = time.Millisecond
+
+// now reads the Clock, and the boot clock at most every BootRecheck (see there).
+func (s *Session) now() Instant {
+	now := s.clock.Now()
+	if last := s.boot.Load(); last != nil {
+		d, dw := now.Sub(last.Now), now.Round(0).Sub(last.Now.Round(0))
+		if d > 0 && d < BootRecheck && dw >= 0 && dw < BootRecheck {
+			return Instant{Now: now, Boot: last.Boot + d}
+		}
+	}
+	in := Instant{Now: now, Boot: s.clock.Boot()}
+	s.boot.Store(&in)
+	return in
 }
 
 // held reports whether a claim without history is still held back at now.
