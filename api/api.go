@@ -61,6 +61,11 @@ type Deps struct {
 	// /metrics, no sourceState, no heartbeat, and a source that is always
 	// ready.
 	SnowflakeSource snowflake.Source
+	// SnowflakeSlot, when set, holds the generator and source in use instead of Snowflake
+	// and SnowflakeSource (which are then ignored): leaf-server swaps them after a lost
+	// worker ID lease is claimed again. Nil means a slot holding Snowflake and
+	// SnowflakeSource for good (nil too when Snowflake is nil).
+	SnowflakeSlot *SnowflakeSlot
 	// Logger receives server-side failures only; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of error bodies' timestamps (Unix ms), of /readyz's
@@ -122,6 +127,9 @@ func NewHandler(d Deps) http.Handler {
 	}
 	if d.MaxBatch <= 0 {
 		d.MaxBatch = DefaultMaxBatch
+	}
+	if d.SnowflakeSlot == nil && d.Snowflake != nil {
+		d.SnowflakeSlot = NewSnowflakeSlot(d.Snowflake, d.SnowflakeSource)
 	}
 	h := &handler{d: d, failureLog: &failureLogs{}}
 

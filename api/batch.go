@@ -113,14 +113,15 @@ func (h *handler) snowflakeBatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if h.d.Snowflake == nil {
+	gen, _ := h.snowflakeInUse()
+	if gen == nil {
 		h.disabled(w, r, "snowflake", snowflakeHow)
 		return
 	}
 	ids := make([]string, 0, n)
 	var buf [20]byte
 	for range n {
-		id, err := h.d.Snowflake.Next(r.Context())
+		id, err := gen.Next(r.Context())
 		if err != nil {
 			h.idError(w, r, snowflake.Code(err), false, err)
 			return

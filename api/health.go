@@ -35,7 +35,7 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 			ready = false
 		}
 	}
-	if h.d.Snowflake != nil {
+	if gen, _ := h.snowflakeInUse(); gen != nil {
 		checks["snowflake"] = "ok"
 		if err := h.snowflakeReady(); err != nil {
 			checks["snowflake"] = err.Error()
@@ -57,10 +57,11 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 // generator is not sealed for shutdown), and the source (when given apart from
 // the generator) is ready. No I/O: both read in-memory state.
 func (h *handler) snowflakeReady() error {
-	if src := h.d.SnowflakeSource; src != nil {
+	gen, src := h.snowflakeInUse()
+	if src != nil {
 		if err := src.Ready(); err != nil {
 			return err
 		}
 	}
-	return h.d.Snowflake.Ready()
+	return gen.Ready()
 }

@@ -66,11 +66,12 @@ func (h *handler) snowflakeGet(w http.ResponseWriter, r *http.Request) {
 	if _, ok := h.key(w, r); !ok {
 		return
 	}
-	if h.d.Snowflake == nil {
+	gen, _ := h.snowflakeInUse()
+	if gen == nil {
 		h.disabled(w, r, "snowflake", snowflakeHow)
 		return
 	}
-	id, err := h.d.Snowflake.Next(r.Context())
+	id, err := gen.Next(r.Context())
 	if err != nil {
 		h.leafError(w, r, snowflake.Code(err), err)
 		return

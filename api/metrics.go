@@ -1,7 +1,5 @@
 package api
 
-import "time"
-
 // latencyBuckets are the HTTP and load latency buckets, in seconds: 100 µs
 // (an ID from memory over loopback) to 10 s (a load that hit its timeout).
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -11,7 +9,7 @@ var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 // errors and d.LoadMetrics when tr is not nil (metrics_segment.go; which
 // tags get series of their own: d.TagMetrics, metrics_select.go),
 // leaf_store_retries_total when d.Store counts its retries
-// (metrics_store.go), and the snowflake collector when d.Snowflake is not
+// (metrics_store.go), and the snowflake collector when d.SnowflakeSlot is not
 // nil (metrics_snowflake.go). tr is the segment tracker, nil when segment
 // mode is off. It returns the request middleware's state, nil without a
 // Registerer. It panics when the registerer refuses the collectors, as
@@ -32,16 +30,8 @@ func registerMetrics(d Deps, tr *tracker) *httpMetrics {
 	if rc, ok := d.Store.(retryCounter); ok {
 		reg.MustRegister(newStoreRetryCollector(rc))
 	}
-	if d.Snowflake != nil {
-		source := "unknown"
-		var heartbeat func() time.Time
-		if src := d.SnowflakeSource; src != nil {
-			if name := src.Name(); name != "" {
-				source = name
-			}
-			heartbeat = src.LastHeartbeat
-		}
-		reg.MustRegister(newSnowflakeCollector(d.Snowflake, source, d.Now, heartbeat))
+	if d.SnowflakeSlot != nil {
+		reg.MustRegister(newSnowflakeCollector(d.SnowflakeSlot, d.Now))
 	}
 	return m
 }

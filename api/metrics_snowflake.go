@@ -4,29 +4,26 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/leaf-go/leaf/snowflake"
 )
 
-// snowflakeCollector turns snowflake.Generator.Stats into series, plus the
-// age of the worker ID source's last heartbeat (lease renewal, ZooKeeper
-// upload) when the source reports one.
+// snowflakeCollector turns the Stats of the generator in use into series, plus
+// the age of the worker ID source's last heartbeat (lease renewal, ZooKeeper
+// upload) when the source reports one. After a re-claim the series are the new
+// generator's: its counters start again from 0 (a counter reset to rate()).
 type snowflakeCollector struct {
-	gen       *snowflake.Generator
-	source    string
-	now       func() time.Time
-	heartbeat func() time.Time // may be nil
+	slot *SnowflakeSlot
+	now  func() time.Time
 
 	issued, backEvents, backWait, seqWaits, seqWait, hwStores,
 	worker, lastIssued, headroom, heartbeatAge *prometheus.Desc
 }
 
-func newSnowflakeCollector(gen *snowflake.Generator, source string, now func() time.Time, heartbeat func() time.Time) *snowflakeCollector {
+func newSnowflakeCollector(slot *SnowflakeSlot, now func() time.Time) *snowflakeCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &snowflakeCollector{
-		gen: gen, source: source, now: now, heartbeat: heartbeat,
+		slot: slot, now: now,
 		heartbeatAge: d("leaf_snowflake_source_heartbeat_age_seconds",
 			"Seconds since the worker ID source last renewed its lease (sql) or uploaded its node (zookeeper)."),
 		issued:     d("leaf_snowflake_ids_issued_total", "Snowflake IDs handed out since start."),
@@ -52,7 +49,15 @@ func (c *snowflakeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends one snapshot of the generator's Stats.
 func (c *snowflakeCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.gen.Stats()
+	gen, src := c.slot.Load()
+	if gen == nil {
+		return
+	}
+	s := gen.Stats()
+	source := "unknown"
+	if name := sourceName(src); name != "" {
+		source = name
+	}
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
@@ -66,15 +71,15 @@ func (c *snowflakeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.seqWait, s.SequenceWait.Seconds())
 	counter(c.hwStores, float64(s.HighWaterStores), "ok")
 	counter(c.hwStores, float64(s.HighWaterFailures), "error")
-	gauge(c.worker, float64(s.WorkerID), c.source)
+	gauge(c.worker, float64(s.WorkerID), source)
 	if !s.LastIssued.IsZero() {
 		gauge(c.lastIssued, float64(s.LastIssued.UnixMilli())/1e3)
 	}
 	if !s.HighWater.IsZero() {
 		gauge(c.headroom, s.HighWater.Sub(c.now()).Seconds())
 	}
-	if c.heartbeat != nil {
-		if t := c.heartbeat(); !t.IsZero() {
+	if src != nil {
+		if t := src.LastHeartbeat(); !t.IsZero() {
 			gauge(c.heartbeatAge, c.now().Sub(t).Seconds())
 		}
 	}

@@ -20,8 +20,8 @@ const snowflakeHow = "start leaf-server with --snowflake (LEAF_SNOWFLAKE=true) a
 // layout is the generator's layout, or Leaf's default when snowflake mode is
 // off (decoding needs no generator).
 func (h *handler) layout() snowflake.Layout {
-	if h.d.Snowflake != nil {
-		return h.d.Snowflake.Layout()
+	if gen, _ := h.snowflakeInUse(); gen != nil {
+		return gen.Layout()
 	}
 	return snowflake.DefaultLayout()
 }
@@ -154,11 +154,12 @@ func (h *handler) encode(w http.ResponseWriter, r *http.Request) {
 
 // snowflakeStatus is GET /api/v1/snowflake/status.
 func (h *handler) snowflakeStatus(w http.ResponseWriter, r *http.Request) {
-	if h.d.Snowflake == nil {
+	gen, src := h.snowflakeInUse()
+	if gen == nil {
 		h.disabled(w, r, "snowflake", snowflakeHow)
 		return
 	}
-	s := h.d.Snowflake.Stats()
+	s := gen.Stats()
 	ts := func(t time.Time) string {
 		if t.IsZero() {
 			return ""
@@ -167,7 +168,7 @@ func (h *handler) snowflakeStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	out := map[string]any{
 		"workerId":            s.WorkerID,
-		"source":              h.sourceName(),
+		"source":              sourceName(src),
 		"lastIssued":          ts(s.LastIssued),
 		"floor":               ts(s.Floor),
 		"highWater":           ts(s.HighWater),
@@ -180,7 +181,7 @@ func (h *handler) snowflakeStatus(w http.ResponseWriter, r *http.Request) {
 		"layout":              s.Layout.Describe(0).Layout,
 		"layoutEnd":           ts(s.Layout.End()),
 	}
-	if src := h.d.SnowflakeSource; src != nil {
+	if src != nil {
 		if details := src.Details(); details != nil {
 			out["sourceState"] = details
 		}
@@ -189,9 +190,9 @@ func (h *handler) snowflakeStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 // sourceName is the worker ID source's name, "" without one.
-func (h *handler) sourceName() string {
-	if h.d.SnowflakeSource == nil {
+func sourceName(src snowflake.Source) string {
+	if src == nil {
 		return ""
 	}
-	return h.d.SnowflakeSource.Name()
+	return src.Name()
 }

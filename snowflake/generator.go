@@ -444,8 +444,8 @@ func expired(now, exp time.Time) bool { return LeaseExpired(now, exp) }
 // reports one long past) is not printed as a time.
 func (g *Generator) leaseError(now, exp time.Time) error {
 	if exp.IsZero() || exp.Before(g.layout.Epoch) {
-		return fmt.Errorf("%w: the lease was lost or released, and another node may hold the worker ID now; "+
-			"no snowflake IDs until this server claims a worker ID again (restart it)", ErrLeaseExpired)
+		return fmt.Errorf("%w: the lease does not back IDs now (lost or released, and another node may hold the worker ID; "+
+			"or a new claim still waiting out any previous holder: /readyz says which); no snowflake IDs from this claim until it does", ErrLeaseExpired)
 	}
 	return fmt.Errorf("%w: expired at %s, %v ago: its renewals failed since (see the log); no snowflake IDs "+
 		"until one succeeds", ErrLeaseExpired, exp.UTC().Format(time.RFC3339Nano), now.Sub(exp).Round(time.Millisecond))

@@ -412,6 +412,7 @@ func TestSQLLeaseWorkerIDs(t *testing.T) {
 	seen := map[int64]bool{}
 	for i := 0; i < 3; i++ {
 		p := startServer(t, t.TempDir(), args...)
+		p.WaitReady(t, time.Minute) // a fresh row has no history: held back TTL + margin
 		w, _ := status(p)
 		if seen[w] {
 			t.Fatalf("server %d got worker ID %d, already taken", i, w)

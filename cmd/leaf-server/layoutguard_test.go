@@ -116,6 +116,7 @@ func TestEpochChangeRefused(t *testing.T) {
 func testEpochChangeRefused(t *testing.T, args []string) {
 	dir := t.TempDir()
 	a := startServer(t, dir, args...)
+	a.WaitReady(t, time.Minute) // sql: a fresh row has no history, held back TTL + margin
 	var last int64
 	for range 200 {
 		code, body, err := a.get(t.Context(), "/api/snowflake/get/k")

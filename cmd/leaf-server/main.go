@@ -117,13 +117,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	if cfg.SnowflakeEnabled {
-		gen, src, startErr := startSnowflake(ctx, cfg, st, log)
+		sup, startErr := startSnowflake(ctx, cfg, st, log)
 		if startErr != nil {
 			return fmt.Errorf("start snowflake mode: %w", startErr)
 		}
 		// err is run's result: a failed release of the worker ID is reported.
-		defer func() { err = errors.Join(err, closeSource(src)) }()
-		deps.Snowflake, deps.SnowflakeSource = gen, src
+		defer func() { err = errors.Join(err, sup.Close()) }()
+		deps.SnowflakeSlot = sup.Slot()
 	}
 
 	srv := &http.Server{

@@ -49,6 +49,7 @@ func TestGracefulRestartIssuesAtOnce(t *testing.T) {
 			opts := servertest.Options{Dir: t.TempDir(), Args: append([]string{"--segment=false"}, tt.args(t)...),
 				Env: []string{"TMPDIR=" + t.TempDir()}}
 			p := servertest.Start(t, serverBin, opts)
+			p.WaitReady(t, time.Minute) // sql: a fresh row has no history, held back TTL + margin
 			var last int64
 			for range 50 {
 				code, body, err := p.Get(t.Context(), "/api/snowflake/get/x")

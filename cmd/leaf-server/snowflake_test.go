@@ -16,6 +16,7 @@ func TestLeaseReleaseErrorReported(t *testing.T) {
 	t.Parallel()
 	d := dbtest.Postgres(t)
 	p := startServer(t, t.TempDir(), "--segment=false", "--snowflake", "--worker-id-source", "sql", "--segment-dsn", d)
+	p.WaitReady(t, time.Minute) // a fresh row has no history: held back TTL + margin
 	if code, body, err := p.get(t.Context(), "/api/snowflake/get/x"); err != nil || code != 200 {
 		t.Fatalf("snowflake ID = %d %q, %v", code, body, err)
 	}

@@ -158,6 +158,24 @@ func start(bin string, o Options) (*Proc, error) {
 // Addr is the host:port the server listens on.
 func (p *Proc) Addr() string { return p.addr }
 
+// WaitReady waits until GET /readyz answers 200 (a lease source's first claim on a fresh
+// database or namespace is held back for its TTL + margin, 12 s by default), or fails t after
+// limit with the last answer.
+func (p *Proc) WaitReady(t testing.TB, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		code, body, err := p.Get(context.Background(), "/readyz")
+		if code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leaf-server %s: /readyz %d %s (%v) after %v", p.addr, code, body, err, limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // URL returns http://<addr><path>.
 func (p *Proc) URL(path string) string { return "http://" + p.addr + path }
 
