@@ -193,6 +193,9 @@ func (w *Worker) register(conn *zk.Conn) error {
 			return fmt.Errorf("%w: the node %s was written %v ago by a process without a live node", ErrWorkerIDHeld, w.node, age)
 		}
 	}
-	_, err = w.startLease(context.Background(), lease.Read(w.clock), false)
-	return err
+	if _, err := w.startLease(context.Background(), lease.Read(w.clock), false); err != nil {
+		return err
+	}
+	w.vetted.Store(true)
+	return nil
 }

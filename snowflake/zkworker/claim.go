@@ -129,23 +129,19 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 	}
 	// The lease starts with a contact; a claim that may follow a live holder is held back a
 	// full session timeout + margin (the holder stops within the session timeout − margin of
-	// its last contact, and every contact of it now finds our live node).
-	sent := lease.Read(w.clock)
-	s, err := w.startLease(ctx, sent, why != "")
+	// its last contact, and every contact of it now finds our live node), and serves only
+	// once the heartbeat has found the /forever node not written by anyone else meanwhile
+	// (vetted).
+	s, err := w.startLease(ctx, lease.Read(w.clock), why != "")
 	if err != nil {
 		return err
 	}
-	if why != "" {
-		w.log.Warn("zkworker: a previous holder of the worker ID may still be issuing; waiting a full session timeout + margin before serving",
+	if why == "" {
+		w.vetted.Store(true)
+	} else {
+		w.holdWhy = why
+		w.log.Warn("zkworker: a previous holder of the worker ID may still be issuing; no snowflake IDs for a full session timeout + margin",
 			"worker_id", w.id, "node", w.node, "reason", why, "wait", s.Policy().NoHistoryWait())
-		if err := s.WaitNoHistory(ctx); err != nil {
-			s.Stop()
-			return err
-		}
-		if err := w.checkNotRewritten(conn, s.Policy().NoHistoryWait(), why); err != nil {
-			s.Stop()
-			return err
-		}
 	}
 	return nil
 }

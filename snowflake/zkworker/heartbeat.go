@@ -3,6 +3,7 @@ package zkworker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -49,6 +50,9 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			continue
 		}
 		lastSession = time.Now()
+		if !w.vetted.Load() && !w.vet(conn) {
+			continue
+		}
 		if kicked || !time.Now().Before(nextUpload) {
 			w.upload()
 			nextUpload = time.Now().Add(w.opts.HeartbeatInterval)
@@ -93,4 +97,28 @@ func (w *Worker) uploadFailed(err error) {
 		w.log.Warn("zkworker: uploading the node timestamp failed; the mark is kept in the cache file",
 			"node", w.node, "err", err)
 	}
+}
+
+// vet ends the hold of a claim that may have followed a live holder: once the lease's hold is
+// over (lease.Stats.HeldUntil zero), the /forever node must not have been written by anyone
+// else meanwhile (checkNotRewritten), or the lease is lost. It reports whether the claim may
+// serve.
+func (w *Worker) vet(conn *zk.Conn) bool {
+	s := w.sess.Load()
+	if s == nil {
+		return false
+	}
+	_ = s.Ready() // ends the hold when its time has passed
+	if !s.Stats().HeldUntil.IsZero() {
+		return false
+	}
+	if err := w.checkNotRewritten(conn, s.Policy().NoHistoryWait(), w.holdWhy); err != nil {
+		if errors.Is(err, ErrWorkerIDHeld) {
+			_ = w.lose(err.Error())
+		}
+		return false
+	}
+	w.vetted.Store(true)
+	w.log.Info("zkworker: the previous holder has been waited out; serving", "worker_id", w.id, "node", w.node)
+	return true
 }

@@ -215,9 +215,9 @@ func TestClaimWaitsOutPreviousHolder(t *testing.T) {
 	want := o.SessionTimeout + o.Margin
 
 	t0 := time.Now()
-	w := claim(t, o)
+	w := claim(t, o) // waits until ready
 	if took := time.Since(t0); took < want {
-		t.Errorf("claim without history took %v, want at least the session timeout + margin %v", took, want)
+		t.Errorf("claim without history served after %v, want at least the session timeout + margin %v", took, want)
 	}
 	// A graceful shutdown: the exact mark goes to the cache file and the node.
 	if err := w.StoreFinal(context.Background(), time.Now()); err != nil {
@@ -228,7 +228,7 @@ func TestClaimWaitsOutPreviousHolder(t *testing.T) {
 	t0 = time.Now()
 	w = claim(t, o)
 	if took := time.Since(t0); took >= want {
-		t.Errorf("restart after a graceful Close took %v, want no takeover wait (%v)", took, want)
+		t.Errorf("restart after a graceful Close served after %v, want no takeover wait (%v)", took, want)
 	}
 
 	// The live node deleted while w runs: a replacement on the same address (its own cache
@@ -246,7 +246,7 @@ func TestClaimWaitsOutPreviousHolder(t *testing.T) {
 	t0 = time.Now()
 	w2 := claim(t, r)
 	if took := time.Since(t0); took < want {
-		t.Errorf("claim after a vanished live node took %v, want at least %v", took, want)
+		t.Errorf("claim after a vanished live node served after %v, want at least %v", took, want)
 	}
 	if w2.WorkerID() != w.WorkerID() {
 		t.Errorf("replacement got worker %d, want %d", w2.WorkerID(), w.WorkerID())
@@ -277,6 +277,10 @@ func TestCacheStartRegisters(t *testing.T) {
 			o := options(t, addr, name, "8080")
 			first := claim(t, o)
 			id := first.WorkerID()
+			// A graceful shutdown (leaf-server seals): the exact mark in the cache file and the node.
+			if err := first.StoreFinal(context.Background(), time.Now()); err != nil {
+				t.Fatal(err)
+			}
 			first.Close(context.Background())
 
 			if tt.conflict { // a replacement on our address holds the worker ID

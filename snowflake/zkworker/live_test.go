@@ -289,9 +289,10 @@ func TestSealStoresExactMark(t *testing.T) {
 	}
 }
 
-// TestLiveJavaLeafAtStart: a Java Leaf node on our ip:port that still uploads its timestamp
-// (it has no live node) makes Claim refuse after one upload interval of watching; a Java node
-// that has stopped uploading is reused.
+// TestLiveJavaLeafAtStart: a claim over a Java Leaf node on our ip:port written lately (it has
+// no live node) is held back a session timeout + margin; a node written again meanwhile (a
+// live Java Leaf) loses the lease without an ID issued; a Java node that has stopped uploading
+// is reused.
 func TestLiveJavaLeafAtStart(t *testing.T) {
 	t.Parallel()
 	addr := zktest.Addr(t)
@@ -319,20 +320,39 @@ func TestLiveJavaLeafAtStart(t *testing.T) {
 			o := options(t, addr, name, "8080")
 			o.HeartbeatInterval = time.Second
 			w, err := zkworker.Claim(context.Background(), o)
+			if err != nil {
+				t.Fatalf("Claim() = %v, want a claim held back while the node is watched", err)
+			}
+			defer w.Close(context.Background())
+			// Held back a session timeout + margin; then it serves (the Java node stopped)
+			// or loses the lease (the node was written meanwhile: a live Java Leaf).
+			deadline := time.Now().Add(30 * time.Second)
+			for w.Ready() != nil && !isClosed(w.Lost()) && time.Now().Before(deadline) {
+				if !w.Expiry().Before(time.Now()) {
+					t.Fatalf("Expiry() = %v while held back, want in the past", w.Expiry())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			err = w.Ready()
 			if !live {
 				if err != nil {
-					t.Fatalf("Claim() over a Java node that stopped uploading = %v, want nil", err)
+					t.Fatalf("Ready() over a Java node that stopped uploading = %v, want nil", err)
 				}
-				w.Close(context.Background())
 				return
 			}
-			if err == nil {
-				w.Close(context.Background())
-				t.Fatal("Claim() over a Java node that still uploads = nil error, want a refusal")
-			}
-			if !errors.Is(err, zkworker.ErrWorkerIDHeld) || !strings.Contains(err.Error(), "Java Leaf") {
-				t.Fatalf("Claim() = %v, want %v naming a Java Leaf node", err, zkworker.ErrWorkerIDHeld)
+			if !errors.Is(err, zkworker.ErrConflict) || !strings.Contains(err.Error(), "Java Leaf") {
+				t.Fatalf("Ready() = %v, want %v naming a Java Leaf node", err, zkworker.ErrConflict)
 			}
 		})
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

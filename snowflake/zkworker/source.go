@@ -19,7 +19,7 @@ func (w *Worker) Name() string { return SourceZooKeeper }
 // a claim that may follow a live holder is held back, and once the lease is lost. A worker
 // started from the cache file (Options.CacheStart) that has not reached ZooKeeper yet returns
 // a far-future instant (year 9999): it issues on the cache file's word alone, the risk that
-// option takes.
+// option takes. A held-back claim returns long past until the heartbeat has vetted it.
 func (w *Worker) Expiry() time.Time {
 	if c := w.conflicted.Load(); c != nil {
 		return lease.Expired
@@ -27,6 +27,9 @@ func (w *Worker) Expiry() time.Time {
 	s := w.sess.Load()
 	if s == nil {
 		return noLease
+	}
+	if !w.vetted.Load() {
+		return lease.Expired
 	}
 	return s.Expiry()
 }
@@ -46,6 +49,10 @@ func (w *Worker) Ready() error {
 	if err := s.Ready(); err != nil {
 		return fmt.Errorf("zkworker: lease on worker ID %d (ZooKeeper session 0x%x, timeout %v − margin %v): %w",
 			w.id, w.liveSession.Load(), w.opts.SessionTimeout, w.opts.Margin, err)
+	}
+	if !w.vetted.Load() {
+		return fmt.Errorf("zkworker: lease on worker ID %d held back (%s): checking that no other process writes %s before serving",
+			w.id, w.holdWhy, w.node)
 	}
 	return nil
 }

@@ -131,6 +131,8 @@ type Worker struct {
 	clock        lease.Clock                   // Options.Clock with the boot clock
 	negotiatedMs atomic.Int64                  // the session timeout ZooKeeper granted, ms; 0 until known
 	sess         atomic.Pointer[lease.Session] // the lease; nil before the first contact (cache-file start)
+	vetted       atomic.Bool                   // a held-back claim passed checkNotRewritten (or was not held back)
+	holdWhy      string                        // why the claim was held back; set in Claim
 
 	storeMu sync.Mutex // serialises Store's cache-file writes
 

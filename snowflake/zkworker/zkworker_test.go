@@ -60,6 +60,8 @@ func (c *offsetClock) Sleep(d time.Duration) {
 	c.offset += d
 }
 
+// claim claims for o and waits until the worker backs IDs (a claim that may follow a live
+// holder is held back a session timeout + margin).
 func claim(t *testing.T, o zkworker.Options) *zkworker.Worker {
 	t.Helper()
 	w, err := zkworker.Claim(context.Background(), o)
@@ -67,6 +69,13 @@ func claim(t *testing.T, o zkworker.Options) *zkworker.Worker {
 		t.Fatalf("Claim(%s:%s) = %v", o.IP, o.Port, err)
 	}
 	t.Cleanup(func() { w.Close(context.Background()) })
+	deadline := time.Now().Add(30 * time.Second)
+	for w.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("Claim(%s:%s): not ready within 30 s: %v", o.IP, o.Port, w.Ready())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return w
 }
 
