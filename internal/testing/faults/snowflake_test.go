@@ -157,6 +157,9 @@ func TestSnowflakeZooKeeper(t *testing.T) {
 		})
 	}
 	servers := []*servertest.Proc{startSF(0, 0), startSF(1, 0)}
+	for _, p := range servers {
+		p.WaitReady(t, 90*time.Second) // a new node has no history: held back a session timeout + margin
+	}
 	workers := []int64{status(t, servers[0]).WorkerID, status(t, servers[1]).WorkerID}
 	if workers[0] == workers[1] {
 		t.Fatalf("both servers have worker ID %d through ZooKeeper", workers[0])

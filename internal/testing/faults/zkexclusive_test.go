@@ -77,6 +77,7 @@ func TestZooKeeperSameAddress(t *testing.T) {
 			"--advertise-ip", ip, "--snowflake-port", "24380"}
 	}
 	a := servertest.Start(t, serverBin, servertest.Options{Dir: t.TempDir(), Args: args("10.23.0.1"), Env: []string{"TMPDIR=" + t.TempDir()}})
+	a.WaitReady(t, 90*time.Second) // a new node has no history: held back a session timeout + margin
 	wa := status(t, a).WorkerID
 	tl := newTally(time.Second+slack, 10*time.Second)
 	var wg sync.WaitGroup
@@ -185,6 +186,7 @@ func TestZooKeeperRuntimeConflict(t *testing.T) {
 			p := servertest.Start(t, serverBin, servertest.Options{Dir: t.TempDir(), Env: []string{"TMPDIR=" + t.TempDir()},
 				Args: []string{"--segment=false", "--worker-id-source", "zookeeper", "--zk", addr, "--leaf-name", name,
 					"--advertise-ip", "127.0.0.1", "--snowflake-port", tt.port}})
+			p.WaitReady(t, 90*time.Second) // a new node has no history: held back a session timeout + margin
 			var st struct {
 				WorkerID    int64 `json:"workerId"`
 				SourceState struct {

@@ -55,6 +55,7 @@ func (f *zkFleet) start(i int, timeout time.Duration, extra ...string) *serverte
 		Env:          []string{"TMPDIR=" + tmp},
 		StartTimeout: timeout,
 	})
+	p.WaitReady(f.t, 90*time.Second) // a claim that may follow a live holder is held back a session timeout + margin
 	f.mu.Lock()
 	f.servers[i] = p
 	f.mu.Unlock()
