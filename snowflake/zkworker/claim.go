@@ -52,6 +52,23 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 			found, name, id = true, child, n
 		}
 	}
+	// After a data loss two addresses' nodes can carry one number (both drawn before either
+	// held the live node). The one whose live node holds the number keeps it; ours, when
+	// another address holds the live node, is deleted and a new number drawn.
+	if other, dup := taken[id]; found && dup {
+		if held, _, err := conn.Get(w.livePath() + "/" + strconv.FormatInt(id, 10)); err == nil {
+			var h Holder
+			if json.Unmarshal(held, &h) == nil && h.Address != w.addr {
+				node := forever + "/" + name
+				w.log.Warn("zkworker: this address's node carries a number that another address's node carries and holds; drawing a new one",
+					"node", node, "other", forever+"/"+other, "holder", h.String())
+				if err := conn.Delete(node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+					return fmt.Errorf("delete %s: %w", node, err)
+				}
+				found = false
+			}
+		}
+	}
 	now := w.opts.Clock.Now()
 	if !found {
 		data, _ := json.Marshal(endpoint{IP: w.opts.IP, Port: w.opts.Port, Timestamp: now.UnixMilli()})
