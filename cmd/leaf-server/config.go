@@ -75,6 +75,15 @@ type Config struct {
 	// SnowflakePort is the port label registered with the IP (Leaf's
 	// leaf.snowflake.port); empty means the port of Listen.
 	SnowflakePort string
+	// ZKCacheStart turns on Leaf's cache-file start (--zk-cache-start): with
+	// ZooKeeper unreachable at start, serve the worker ID cached in Leaf's
+	// workerID.properties without ZooKeeper's word that nobody else holds it
+	// (a same-identity replacement, or a newcomer after ZooKeeper lost its
+	// data, can hold it meanwhile: their IDs repeat until this server reaches
+	// ZooKeeper, registers and stops on the conflict). Off by default: the
+	// server fails closed, answering snowflake requests with an error until a
+	// claim succeeds (zkworker.Options.CacheStart).
+	ZKCacheStart bool
 	// The etcd worker-ID source.
 
 	// EtcdEndpoints is the etcd cluster for --worker-id-source etcd,
@@ -213,6 +222,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.LeafName, "leaf-name", cfg.LeafName, "Leaf's leaf.name: ZooKeeper namespace /snowflake/<leaf-name>")
 	fs.StringVar(&cfg.AdvertiseIP, "advertise-ip", cfg.AdvertiseIP, "IP registered in ZooKeeper (default: first non-loopback IPv4)")
 	fs.StringVar(&cfg.SnowflakePort, "snowflake-port", cfg.SnowflakePort, "port label registered in ZooKeeper (default: the --listen port)")
+	fs.BoolVar(&cfg.ZKCacheStart, "zk-cache-start", cfg.ZKCacheStart, "with ZooKeeper unreachable at start, serve the worker ID of Leaf's cache file (RISK: a replacement on the same ip:port, or a newcomer after ZooKeeper lost its data, may hold it meanwhile and their IDs repeat until this server reaches ZooKeeper); off: snowflake fails closed until ZooKeeper answers")
 	fs.Int64Var(&cfg.WorkerIDMin, "worker-id-min", cfg.WorkerIDMin, "lowest worker ID the sql and etcd sources claim")
 	fs.Int64Var(&cfg.WorkerIDMax, "worker-id-max", cfg.WorkerIDMax, "highest worker ID the sql and etcd sources claim (-1: the layout's largest)")
 	fs.DurationVar(&cfg.MaxPeerClockSkew, "max-peer-clock-skew", cfg.MaxPeerClockSkew, "refuse to start when this host's clock is off the mean of the live peers' clocks by more (zookeeper, etcd, sql sources; 0 = off)")

@@ -299,6 +299,8 @@ func TestZooKeeperWorkerIDs(t *testing.T) {
 	dirA, dirB := t.TempDir(), t.TempDir()
 	a := startServer(t, dirA, args("7001")...)
 	b := startServer(t, dirB, args("7002")...)
+	a.WaitReady(t, time.Minute) // a new node has no history: held back a session timeout + margin
+	b.WaitReady(t, time.Minute)
 	wa, wb := workerOf(a), workerOf(b)
 	if wa == wb || wa == javaSeq || wb == javaSeq {
 		t.Fatalf("worker IDs: server A %d, server B %d, Leaf's node %d; want three different", wa, wb, javaSeq)
@@ -312,6 +314,7 @@ func TestZooKeeperWorkerIDs(t *testing.T) {
 	}
 	a.kill9()
 	a2 := startServer(t, dirA, args("7001")...)
+	a2.WaitReady(t, time.Minute) // waits out the killed process's session, then holds back
 	if got := workerOf(a2); got != wa {
 		t.Errorf("restarted server has worker ID %d, want its old %d", got, wa)
 	}

@@ -120,6 +120,7 @@ func TestPeerClockAtStart(t *testing.T) {
 			cmd.Env = append(cmd.Environ(), "TMPDIR="+t.TempDir())
 			if ahead < 10*time.Second {
 				p := servertest.Start(t, serverBin, servertest.Options{Dir: cmd.Dir, Args: cmd.Args[3:], Env: []string{"TMPDIR=" + t.TempDir()}})
+				p.WaitReady(t, time.Minute) // a new node has no history: held back a session timeout + margin
 				if code, body, err := p.Get(t.Context(), "/api/snowflake/get/x"); err != nil || code != 200 {
 					t.Errorf("with a peer %v ahead: GET /api/snowflake/get/x = %d %s %v, want an ID", ahead, code, body, err)
 				}

@@ -39,6 +39,11 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 		return claimSnowflake(ctx, cfg, st, clock, log)
 	}
 	first, err := build(ctx)
+	if errors.Is(err, zkworker.ErrUnreachable) {
+		// Fail closed (issue 20 item 3): serve no snowflake ID, and claim as soon as
+		// ZooKeeper answers (the supervisor's re-claim).
+		first, err = unclaimedSnowflake(ctx, cfg, clock, err, log)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +65,7 @@ type claimed struct {
 	gen *snowflake.Generator
 	src snowflake.Source
 	// lost is closed when the claim is lost for good (a lease source's Lost); nil for a
-	// source that cannot lose its claim this way (static; zookeeper stops by itself).
+	// source that cannot lose its claim (static).
 	lost <-chan struct{}
 	// stop ends the generator's KeepAhead.
 	stop context.CancelFunc
@@ -316,11 +321,12 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			Clock:    clock,
 
 			MaxPeerClockSkew: cfg.MaxPeerClockSkew,
+			CacheStart:       cfg.ZKCacheStart,
 		})
 		if err != nil {
 			return nil, nil, err
 		}
-		return w, nil, nil
+		return w, w.Lost(), nil
 	case "sql":
 		ls, ok := st.(sqllease.Store)
 		if !ok {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // foreverPath returns /snowflake/<leaf.name>/forever (Leaf's PATH_FOREVER).
@@ -48,6 +50,23 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 				w.log.Warn("zkworker: several nodes for one address; using the lowest number", "addr", addr)
 			}
 			found, name, id = true, child, n
+		}
+	}
+	// After a data loss two addresses' nodes can carry one number (both drawn before either
+	// held the live node). The one whose live node holds the number keeps it; ours, when
+	// another address holds the live node, is deleted and a new number drawn.
+	if other, dup := taken[id]; found && dup {
+		if held, _, err := conn.Get(w.livePath() + "/" + strconv.FormatInt(id, 10)); err == nil {
+			var h Holder
+			if json.Unmarshal(held, &h) == nil && h.Address != w.addr {
+				node := forever + "/" + name
+				w.log.Warn("zkworker: this address's node carries a number that another address's node carries and holds; drawing a new one",
+					"node", node, "other", forever+"/"+other, "holder", h.String())
+				if err := conn.Delete(node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+					return fmt.Errorf("delete %s: %w", node, err)
+				}
+				found = false
+			}
 		}
 	}
 	now := w.opts.Clock.Now()
@@ -91,9 +110,22 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 	if err != nil {
 		return err
 	}
-	if prev != nil && !waited {
-		if err := w.checkSilentWriter(ctx, conn, prev, prevT); err != nil {
+	// A previous holder may still be issuing with this worker ID: wait it out (the lease
+	// rule: a holder stops within the session timeout − Margin of its last contact, and every
+	// contact now finds our live node).
+	why := ""
+	switch {
+	case prev == nil:
+		why = "no history: this address has no node (a new server, or ZooKeeper lost its data and a running server may hold the number)"
+	case waited:
+		why = "the worker ID's live node belonged to another session until just now"
+	default:
+		lately, age, err := w.writtenLately(conn, prev, prevT)
+		if err != nil {
 			return err
+		}
+		if lately {
+			why = fmt.Sprintf("the node was written %v ago by a process without a live node", age.Round(time.Millisecond))
 		}
 	}
 	if err := w.checkPeerClocks(conn); err != nil {
@@ -111,6 +143,22 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 	w.mark.Store(max(w.loaded.UnixMilli(), now.UnixMilli()))
 	if err := w.writeCache(w.mark.Load()); err != nil {
 		return fmt.Errorf("write cache file: %w", err)
+	}
+	// The lease starts with a contact; a claim that may follow a live holder is held back a
+	// full session timeout + margin (the holder stops within the session timeout − margin of
+	// its last contact, and every contact of it now finds our live node), and serves only
+	// once the heartbeat has found the /forever node not written by anyone else meanwhile
+	// (vetted).
+	s, err := w.startLease(ctx, lease.Read(w.clock), why != "")
+	if err != nil {
+		return err
+	}
+	if why == "" {
+		w.vetted.Store(true)
+	} else {
+		w.holdWhy = why
+		w.log.Warn("zkworker: a previous holder of the worker ID may still be issuing; no snowflake IDs for a full session timeout + margin",
+			"worker_id", w.id, "node", w.node, "reason", why, "wait", s.Policy().NoHistoryWait())
 	}
 	return nil
 }
@@ -131,7 +179,11 @@ func (w *Worker) claimNode(ctx context.Context, conn *zk.Conn) error {
 func (w *Worker) createNode(conn *zk.Conn, data []byte, taken map[int64]string) (string, int64, error) {
 	forever := w.foreverPath()
 	if cid, _, err := readCache(w.cachePath); err == nil && cid <= w.opts.Layout.MaxWorker() {
-		if other, ok := taken[cid]; !ok {
+		other, ok := taken[cid]
+		if held, _, err := conn.Get(w.livePath() + "/" + strconv.FormatInt(cid, 10)); err == nil && !ok {
+			other, ok = "live node of "+describeHolder(held), true
+		}
+		if !ok {
 			node := fmt.Sprintf("%s/%s-%010d", forever, w.addr, cid)
 			_, err := conn.Create(node, data, 0, zk.WorldACL(zk.PermAll))
 			if err == nil {
@@ -157,6 +209,11 @@ func (w *Worker) createNode(conn *zk.Conn, data []byte, taken map[int64]string) 
 			return "", 0, fmt.Errorf("%w: created node %s has no sequence number", ErrNodeData, created)
 		}
 		other, dup := taken[n]
+		if !dup && n <= w.opts.Layout.MaxWorker() {
+			if held, _, err := conn.Get(w.livePath() + "/" + strconv.FormatInt(n, 10)); err == nil {
+				dup, other = true, "live node of "+describeHolder(held)
+			}
+		}
 		if !dup || n > w.opts.Layout.MaxWorker() {
 			return created, n, nil
 		}

@@ -20,6 +20,7 @@ import (
 // the timestamp came from the cache file. The node here is at the clock and
 // the cache file (same worker ID) an hour ahead: the refusal names the file.
 func TestClockBehindNamesSource(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	conn := zktest.Conn(t, addr)

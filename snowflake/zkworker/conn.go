@@ -5,23 +5,35 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 )
 
-// zkLogger sends go-zookeeper's log lines to slog at debug level.
-type zkLogger struct{ l *slog.Logger }
+// zkLogger sends go-zookeeper's log lines to slog at debug level, and reads the session
+// timeout that the server negotiated from its "authenticated" line into negotiatedMs
+// (go-zookeeper has no accessor for it; ZooKeeper clamps the requested timeout into
+// [2, 20] × its tickTime).
+type zkLogger struct {
+	l            *slog.Logger
+	negotiatedMs *atomic.Int64
+}
 
 // Printf implements zk.Logger.
 func (z zkLogger) Printf(format string, args ...any) {
+	if format == "authenticated: id=%d, timeout=%d" && len(args) == 2 {
+		if ms, ok := args[1].(int32); ok && ms > 0 {
+			z.negotiatedMs.Store(int64(ms))
+		}
+	}
 	z.l.Debug("zookeeper: " + fmt.Sprintf(format, args...))
 }
 
 // connect opens a session, waiting at most ConnectTimeout and until ctx ends.
 func (w *Worker) connect(ctx context.Context) (*zk.Conn, error) {
 	conn, events, err := zk.Connect(w.opts.Servers, w.opts.SessionTimeout,
-		zk.WithLogger(zkLogger{w.log}), zk.WithLogInfo(false))
+		zk.WithLogger(zkLogger{l: w.log, negotiatedMs: &w.negotiatedMs}), zk.WithLogInfo(true))
 	if err != nil {
 		return nil, err
 	}
@@ -35,6 +47,10 @@ func (w *Worker) connect(ctx context.Context) (*zk.Conn, error) {
 			}
 			if ev.State == zk.StateHasSession {
 				go drain(events)
+				if n := time.Duration(w.negotiatedMs.Load()) * time.Millisecond; n > 0 && n != w.opts.SessionTimeout {
+					w.log.Warn("zkworker: ZooKeeper negotiated another session timeout than requested; the lease uses the shorter, a takeover waits the longer",
+						"requested", w.opts.SessionTimeout, "negotiated", n)
+				}
 				return conn, nil
 			}
 		case <-timer.C:
@@ -59,20 +75,4 @@ func drain(events <-chan zk.Event) {
 func unreachable(err error) bool {
 	return errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed) ||
 		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing)
-}
-
-// reconnect replaces a connection that has had no session for long. go-zookeeper retries
-// forever with the last zxid it has seen, and a ZooKeeper that lost its data (a new ensemble)
-// refuses such a client for good ("client must try another server"); a new connection starts
-// from zxid 0. The node is created again by the next upload.
-func (w *Worker) reconnect(since time.Duration) {
-	conn, events, err := zk.Connect(w.opts.Servers, w.opts.SessionTimeout,
-		zk.WithLogger(zkLogger{w.log}), zk.WithLogInfo(false))
-	if err != nil {
-		w.log.Warn("zkworker: new ZooKeeper connection failed", "err", err)
-		return
-	}
-	go drain(events)
-	w.log.Warn("zkworker: no ZooKeeper session for a while; opening a new connection", "without_session", since.Round(time.Millisecond))
-	w.conn.Swap(conn).Close()
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // Exclusive holders: Leaf's /forever node says which ip:port owns a worker ID, but not whether a
@@ -20,16 +22,18 @@ import (
 // [Holder]. A second process resolving to the same worker ID finds it and refuses to start.
 
 var (
-	// ErrWorkerIDHeld is returned by Claim when another live process holds the worker ID
-	// (its live node exists and is not a crashed process's node that expires within the
-	// session timeout). The message names the holder.
-	ErrWorkerIDHeld = errors.New("zkworker: the worker ID is held by another live process")
-	// ErrConflict is what Worker.Ready returns (wrapped, with the reason) once the worker ID's
-	// claim was found broken at runtime: the /forever node gone (ZooKeeper lost its data, or it
-	// was deleted), the live node gone or owned by another session, or a timestamp written to
-	// the /forever node by another process (a Java Leaf node, or a server on the same ip:port).
-	// The worker stops backing IDs for good: only a restart claims again.
-	ErrConflict = errors.New("zkworker: exclusive claim on the worker ID lost")
+	// ErrWorkerIDHeld is returned by Claim when another live process holds the lease on the
+	// worker ID (its live node exists and is not a crashed process's node that expires within
+	// the session timeout, or a Java Leaf node writes the /forever node). The message names
+	// the holder.
+	ErrWorkerIDHeld = errors.New("zkworker: the worker ID is leased to another live process")
+	// ErrConflict is what Worker.Ready returns (wrapped, with the reason) once the lease on the
+	// worker ID is lost: the session ended (a new session, or none for a full session
+	// timeout), the /forever node gone (ZooKeeper lost its data, or it was deleted), the live
+	// node gone or owned by another session, or a timestamp written to the /forever node by
+	// another process (a Java Leaf node, or a server on the same ip:port). The loss is final
+	// for this Worker (Lost is closed); leaf-server claims again.
+	ErrConflict = errors.New("zkworker: lease on the worker ID lost")
 )
 
 // noLease is the Expiry of a Worker without a conflict: far in the future, so that the
@@ -137,82 +141,42 @@ func (w *Worker) takeLive(ctx context.Context, conn *zk.Conn) (waited bool, err 
 	}
 }
 
-// checkSilentWriter looks for a live writer without a live node (a Java Leaf node) on the
-// reused /forever node, whose Stat and timestamp Claim read: written within the last three
-// heartbeat intervals (by ZooKeeper's clock), and not by this address's last leaf-go run (the
-// cache file holds that run's last timestamp), it waits one heartbeat interval + 500 ms; written
-// again meanwhile, the start is refused with ErrWorkerIDHeld.
-func (w *Worker) checkSilentWriter(ctx context.Context, conn *zk.Conn, prev *zk.Stat, ts int64) error {
+// writtenLately reports whether the reused /forever node, whose Stat and timestamp Claim
+// read, was written within the last three heartbeat intervals (by ZooKeeper's clock: against a
+// write of our live node made now) by a process without a live node (a Java Leaf node, or a
+// leaf-go holder whose live node was deleted), and not by this address's last run (the cache
+// file holds that run's last timestamp). age is how long ago.
+func (w *Worker) writtenLately(conn *zk.Conn, prev *zk.Stat, ts int64) (lately bool, age time.Duration, err error) {
 	stat, err := w.refreshLive(conn)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", w.liveNode(), err)
+		return false, 0, fmt.Errorf("write %s: %w", w.liveNode(), err)
 	}
-	age := time.Duration(stat.Mtime-prev.Mtime) * time.Millisecond
+	age = time.Duration(stat.Mtime-prev.Mtime) * time.Millisecond
 	if age > javaLiveWindow*w.opts.HeartbeatInterval {
-		return nil
+		return false, age, nil
 	}
 	if cid, cmark, err := readCache(w.cachePath); err == nil && cid == w.id && cmark.UnixMilli() == ts {
-		return nil // our own last write
+		return false, age, nil // our own last write
 	}
-	wait := w.opts.HeartbeatInterval + 500*time.Millisecond
-	w.log.Warn("zkworker: the node was written lately by a process without a live node; watching it for one upload interval in case a Java Leaf node on the same ip:port is live",
-		"node", w.node, "written_ago", age, "wait", wait)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(wait):
-	}
+	return true, age, nil
+}
+
+// checkNotRewritten refuses the claim with ErrWorkerIDHeld when the /forever node was
+// written, since Claim read or created it, by someone else: a live process without a live
+// node (a Java Leaf node on our ip:port) holds the worker ID. why is the reason Claim waited.
+func (w *Worker) checkNotRewritten(conn *zk.Conn, waited time.Duration, why string) error {
 	data, now, err := conn.Get(w.node)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", w.node, err)
 	}
-	if now.Version != prev.Version {
+	if now.Version != w.version.Load() && !ours(data, w.written.Load(), w.attempted.Load()) {
 		return fmt.Errorf("%w: the node %s of worker ID %d is written by a live process without a live node "+
-			"(a Java Leaf node on %s?): written %v before this start and again within %v (now %s). Two processes "+
-			"with one worker ID would issue duplicate IDs, so this one refuses to start: stop the other one, or "+
+			"(a Java Leaf node on %s?): written again within the %v this claim waited (%s; %s). Two processes "+
+			"with one worker ID would issue duplicate IDs, so this one does not take the lease: stop the other one, or "+
 			"give this one another --advertise-ip/--snowflake-port", ErrWorkerIDHeld, w.node, w.id, w.addr,
-			age.Round(time.Millisecond), wait, data)
+			waited, why, data)
 	}
 	return nil
-}
-
-// checkLive confirms on conn that the live node still belongs to this process. After a new
-// session (the old one expired) it creates the node again; found gone within the session that
-// created it, or owned by another session, it is a conflict.
-func (w *Worker) checkLive(conn *zk.Conn) {
-	node := w.liveNode()
-	held, stat, err := conn.Get(node)
-	switch {
-	case errors.Is(err, zk.ErrNoNode):
-		if conn.SessionID() == w.liveSession.Load() {
-			w.conflict(fmt.Sprintf("the live node %s was deleted while this process's session lasted", node))
-			return
-		}
-		_, err := conn.Create(node, w.holderData(), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-		if errors.Is(err, zk.ErrNodeExists) {
-			held, _, _ := conn.Get(node)
-			w.conflict(fmt.Sprintf("after a new ZooKeeper session, the live node %s is held by %s", node, describeHolder(held)))
-			return
-		}
-		if err != nil {
-			w.uploadFailed(fmt.Errorf("create live node %s again: %w", node, err))
-			return
-		}
-		w.liveSession.Store(conn.SessionID())
-		w.log.Info("zkworker: new ZooKeeper session; live node created again", "node", node)
-	case err != nil:
-		w.uploadFailed(fmt.Errorf("read live node %s: %w", node, err))
-	case stat.EphemeralOwner == conn.SessionID():
-		// Ours: refresh the clock that starting peers compare with.
-		if _, err := conn.Set(node, w.holderData(), stat.Version); err != nil && !errors.Is(err, zk.ErrBadVersion) {
-			w.uploadFailed(fmt.Errorf("write live node %s: %w", node, err))
-		}
-	case stat.EphemeralOwner == w.liveSession.Load():
-		// Our earlier session's node, not expired yet: it goes away, and the next check
-		// creates it again.
-	default:
-		w.conflict(fmt.Sprintf("the live node %s belongs to another ZooKeeper session: %s", node, describeHolder(held)))
-	}
 }
 
 // setNode writes data to the /forever node if nobody else wrote it since this process did
@@ -235,7 +199,7 @@ func (w *Worker) setNodeLocked(conn *zk.Conn, data []byte) (bool, error) {
 		w.written.Store(&data)
 		return true, nil
 	case errors.Is(err, zk.ErrNoNode):
-		w.conflict(fmt.Sprintf("the node %s is gone: ZooKeeper lost its data or someone deleted it, and another "+
+		_ = w.lose(fmt.Sprintf("the node %s is gone: ZooKeeper lost its data or someone deleted it, and another "+
 			"server may since have drawn worker ID %d", w.node, w.id))
 		return false, nil
 	case errors.Is(err, zk.ErrBadVersion):
@@ -248,7 +212,7 @@ func (w *Worker) setNodeLocked(conn *zk.Conn, data []byte) (bool, error) {
 			w.version.Store(stat.Version)
 			return w.setNodeLocked(conn, data)
 		}
-		w.conflict(fmt.Sprintf("another process wrote the node %s: %s (a Java Leaf node or a second server on %s)", w.node, cur, w.addr))
+		_ = w.lose(fmt.Sprintf("another process wrote the node %s: %s (a Java Leaf node or a second server on %s)", w.node, cur, w.addr))
 		return false, nil
 	default:
 		return false, err
@@ -265,22 +229,29 @@ func ours(data []byte, writes ...*[]byte) bool {
 	return false
 }
 
-// conflict records the first conflict: Expiry becomes now (so the generator refuses at once),
-// Ready returns the reason, uploads stop, and the live node is deleted when this session still
-// owns it (this process will never issue with the worker ID again, so it must not keep others
-// out).
-func (w *Worker) conflict(reason string) {
-	err := fmt.Errorf("%w: worker ID %d: %s; this server issues no snowflake IDs until it is restarted", ErrConflict, w.id, reason)
+// lose records the first loss of the lease and returns it (wrapping ErrConflict and
+// lease.ErrLeaseLost): Expiry becomes the past (so the generator refuses at once), Ready
+// returns the reason, uploads and renewals stop, Lost is closed, and the live node is deleted
+// when this session still owns it (this Worker never issues with the worker ID again, so it
+// must not keep others out). Later losses return the first.
+func (w *Worker) lose(reason string) error {
+	err := fmt.Errorf("%w (%w): worker ID %d: %s; no snowflake IDs from this claim, the worker ID must be claimed again",
+		ErrConflict, lease.ErrLeaseLost, w.id, reason)
 	c := &conflictState{err: err, at: w.opts.Clock.Now()}
 	if !w.conflicted.CompareAndSwap(nil, c) {
-		return
+		return w.conflicted.Load().err
 	}
-	w.log.Error("zkworker: exclusive claim on the worker ID lost; snowflake IDs stopped", "worker_id", w.id, "reason", reason)
-	if conn := w.conn.Load(); conn != nil {
+	if s := w.sess.Load(); s != nil {
+		s.Lose(err)
+	}
+	close(w.lost)
+	w.log.Error("zkworker: lease on the worker ID lost; snowflake IDs stopped", "worker_id", w.id, "reason", reason)
+	if conn := w.conn.Load(); conn != nil && conn.State() == zk.StateHasSession {
 		if _, stat, err := conn.Get(w.liveNode()); err == nil && stat.EphemeralOwner == conn.SessionID() {
 			_ = conn.Delete(w.liveNode(), stat.Version)
 		}
 	}
+	return err
 }
 
 // conflictState is a recorded conflict.

@@ -21,10 +21,11 @@ import (
 // worker ID) while the first runs refuses to start, after waiting out the session timeout in
 // case the holder had crashed, and names the holder.
 func TestSecondHolderRefused(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
-	o.SessionTimeout = 2 * time.Second
+	o.SessionTimeout = 4 * time.Second
 	a := claim(t, o)
 	second := o
 	second.CacheDir = t.TempDir() // another host's tmpdir
@@ -59,10 +60,11 @@ func TestSecondHolderRefused(t *testing.T) {
 // TestCrashedHolderExpires: a live node left by a crashed process (its session still open on
 // the server) does not stop a restart for good: Claim waits until ZooKeeper removes it.
 func TestCrashedHolderExpires(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
-	o.SessionTimeout = 2 * time.Second
+	o.SessionTimeout = 4 * time.Second
 	w := claim(t, o)
 	id := w.WorkerID()
 	w.Close(context.Background())
@@ -84,10 +86,11 @@ func TestCrashedHolderExpires(t *testing.T) {
 	}
 }
 
-// TestRuntimeConflict: once the claim is found broken while the worker runs, the worker stops
-// backing IDs at once (Expiry in the past, the generator refuses with ErrLeaseExpired) and for
-// good, and Ready says why.
+// TestRuntimeConflict: once the claim is found broken while the worker runs, the lease is lost:
+// the worker stops backing IDs at once (Expiry in the past, the generator refuses with
+// ErrLeaseExpired) and for good (Lost is closed: leaf-server claims again), and Ready says why.
 func TestRuntimeConflict(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	tests := []struct {
 		name    string
@@ -132,7 +135,7 @@ func TestRuntimeConflict(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: "is gone",
+			want: "deleted", // the live node (contact) or the /forever node (upload), whichever is found first,
 		},
 	}
 	for _, tt := range tests {
@@ -168,6 +171,11 @@ func TestRuntimeConflict(t *testing.T) {
 			if _, err := g.Next(context.Background()); !errors.Is(err, snowflake.ErrLeaseExpired) {
 				t.Errorf("Next() after the conflict = %v, want %v", err, snowflake.ErrLeaseExpired)
 			}
+			select {
+			case <-w.Lost():
+			default:
+				t.Error("Lost() not closed after the conflict")
+			}
 			// Never resumes: later heartbeats leave the conflict in place.
 			time.Sleep(200 * time.Millisecond)
 			if w.Ready() == nil {
@@ -186,6 +194,7 @@ func TestRuntimeConflict(t *testing.T) {
 // TestOwnWriteNoConflict: the worker's own uploads (many, kicked by Store) never look like
 // another process's.
 func TestOwnWriteNoConflict(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	o := options(t, addr, zktest.Name(t, addr), "8080")
 	o.HeartbeatInterval = 10 * time.Millisecond
@@ -203,6 +212,7 @@ func TestOwnWriteNoConflict(t *testing.T) {
 
 // TestAdvertisedAddressNormalised: "[::1]" and "0:0::1" are one identity, so the same worker ID.
 func TestAdvertisedAddressNormalised(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
@@ -219,6 +229,7 @@ func TestAdvertisedAddressNormalised(t *testing.T) {
 }
 
 func TestNormaliseIP(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		give   string
 		want   string
@@ -243,6 +254,7 @@ func TestNormaliseIP(t *testing.T) {
 // issued millisecond + 1 in the node and the cache file, so the restart loads that mark, not
 // the one stored up to the high-water window ahead.
 func TestSealStoresExactMark(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	o := options(t, addr, zktest.Name(t, addr), "8080")
 	w := claim(t, o)
@@ -277,10 +289,12 @@ func TestSealStoresExactMark(t *testing.T) {
 	}
 }
 
-// TestLiveJavaLeafAtStart: a Java Leaf node on our ip:port that still uploads its timestamp
-// (it has no live node) makes Claim refuse after one upload interval of watching; a Java node
-// that has stopped uploading is reused.
+// TestLiveJavaLeafAtStart: a claim over a Java Leaf node on our ip:port written lately (it has
+// no live node) is held back a session timeout + margin; a node written again meanwhile (a
+// live Java Leaf) loses the lease without an ID issued; a Java node that has stopped uploading
+// is reused.
 func TestLiveJavaLeafAtStart(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	for _, live := range []bool{true, false} {
 		t.Run(map[bool]string{true: "uploading", false: "stopped"}[live], func(t *testing.T) {
@@ -306,20 +320,39 @@ func TestLiveJavaLeafAtStart(t *testing.T) {
 			o := options(t, addr, name, "8080")
 			o.HeartbeatInterval = time.Second
 			w, err := zkworker.Claim(context.Background(), o)
+			if err != nil {
+				t.Fatalf("Claim() = %v, want a claim held back while the node is watched", err)
+			}
+			defer w.Close(context.Background())
+			// Held back a session timeout + margin; then it serves (the Java node stopped)
+			// or loses the lease (the node was written meanwhile: a live Java Leaf).
+			deadline := time.Now().Add(30 * time.Second)
+			for w.Ready() != nil && !isClosed(w.Lost()) && time.Now().Before(deadline) {
+				if !w.Expiry().Before(time.Now()) {
+					t.Fatalf("Expiry() = %v while held back, want in the past", w.Expiry())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			err = w.Ready()
 			if !live {
 				if err != nil {
-					t.Fatalf("Claim() over a Java node that stopped uploading = %v, want nil", err)
+					t.Fatalf("Ready() over a Java node that stopped uploading = %v, want nil", err)
 				}
-				w.Close(context.Background())
 				return
 			}
-			if err == nil {
-				w.Close(context.Background())
-				t.Fatal("Claim() over a Java node that still uploads = nil error, want a refusal")
-			}
-			if !errors.Is(err, zkworker.ErrWorkerIDHeld) || !strings.Contains(err.Error(), "Java Leaf") {
-				t.Fatalf("Claim() = %v, want %v naming a Java Leaf node", err, zkworker.ErrWorkerIDHeld)
+			if !errors.Is(err, zkworker.ErrConflict) || !strings.Contains(err.Error(), "Java Leaf") {
+				t.Fatalf("Ready() = %v, want %v naming a Java Leaf node", err, zkworker.ErrConflict)
 			}
 		})
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -20,6 +20,10 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 	// DefaultSessionTimeout is the ZooKeeper session timeout: 6 s, Leaf's sessionTimeoutMs.
 	DefaultSessionTimeout = 6 * time.Second
+	// DefaultMargin is how much earlier than the session timeout a holder without news from
+	// ZooKeeper stops issuing, and how much longer than it a replacement waits: 2 s (as the
+	// etcd source's), which covers clock-rate differences and scheduling delays.
+	DefaultMargin = 2 * time.Second
 	// DefaultHeartbeatInterval is how often the node's timestamp is uploaded: 3 s, as Leaf.
 	DefaultHeartbeatInterval = 3 * time.Second
 	// DefaultStartWait is the longest Claim waits for the clock to pass a stored timestamp before
@@ -57,6 +61,21 @@ type Options struct {
 	// HeartbeatInterval is how often the node's timestamp is uploaded; 0 means
 	// DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
+	// Margin is how much earlier than the session timeout a holder that has not heard from
+	// ZooKeeper stops issuing (the session is the lease: ZooKeeper expires it, and deletes the
+	// live node, no sooner than the session timeout after it last heard from the holder), and
+	// how much longer than the session timeout a claim that may follow a live holder waits
+	// before it serves. In (0, SessionTimeout); 0 means DefaultMargin.
+	Margin time.Duration
+	// CacheStart turns on Leaf's cache-file start: when ZooKeeper cannot be reached at Claim,
+	// the worker ID of Leaf's cache file is used at once, without ZooKeeper's word that no
+	// other process holds it (a replacement on the same ip:port, or a newcomer after ZooKeeper
+	// lost its data, can hold it meanwhile: their IDs repeat until this server reaches
+	// ZooKeeper). The worker registers its live node as soon as ZooKeeper answers and stops
+	// for good on any conflict. false (the default) fails closed: Claim returns an error
+	// wrapping ErrUnreachable, and leaf-server answers snowflake requests with an error until
+	// a claim succeeds.
+	CacheStart bool
 	// StartWait is the longest Claim waits for the clock to pass the stored timestamp (a quick
 	// restart finds a mark up to the high-water window ahead); 0 means DefaultStartWait, negative
 	// means do not wait.
@@ -99,6 +118,12 @@ func (o *Options) normalise() error {
 	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.Margin == 0 {
+		o.Margin = DefaultMargin
+	}
+	if o.SessionTimeout <= 0 || o.Margin <= 0 || o.Margin >= o.SessionTimeout {
+		return fmt.Errorf("%w: margin %v not in (0, session timeout %v)", ErrOptions, o.Margin, o.SessionTimeout)
 	}
 	if o.StartWait == 0 {
 		o.StartWait = DefaultStartWait

@@ -11,6 +11,7 @@ import (
 // (../shared/leaf-wire/leaf-1.0.1-http.md §3), not null. go-zookeeper reads null as a nil slice
 // and 0 bytes as an empty one, so the two can be told apart from here.
 func TestParentsHoldZeroBytes(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	claim(t, options(t, addr, name, "8080"))

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaf-go/leaf/internal/clocktest"
 	"github.com/leaf-go/leaf/internal/zktest"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/snowflake/zkworker"
@@ -17,6 +16,7 @@ import (
 // timestamp: 30 s ahead refuses the start and names it, 2 s ahead starts; an upload older than
 // three heartbeat intervals is a dead peer and does not count.
 func TestPeerClockJava(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	tests := []struct {
 		name    string
@@ -64,12 +64,13 @@ func TestPeerClockJava(t *testing.T) {
 // TestPeerClockLeafGo: a live leaf-go peer reports its clock in its live node; a host 30 s
 // behind it refuses to start, 2 s behind starts.
 func TestPeerClockLeafGo(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	for _, ahead := range []time.Duration{30 * time.Second, 2 * time.Second} {
 		t.Run(ahead.String(), func(t *testing.T) {
 			name := zktest.Name(t, addr)
 			po := options(t, addr, name, "7001")
-			po.Clock = clocktest.New(time.Now().Add(ahead))
+			po.Clock = newOffsetClock(time.Now().Add(ahead))
 			claim(t, po)
 			o := options(t, addr, name, "7002")
 			o.MaxPeerClockSkew = 10 * time.Second

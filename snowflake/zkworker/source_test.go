@@ -16,13 +16,14 @@ import (
 // has a far-future expiry while its claim holds, is ready, reports its uploads as heartbeats, and shows its Status on the
 // status page with the fields leaf-server has always shown.
 func TestSource(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	o := options(t, addr, zktest.Name(t, addr), "8080")
 	o.HeartbeatInterval = 50 * time.Millisecond
 	w := claim(t, o)
 	var src snowflake.Source = w
-	if src.Name() != "zookeeper" || src.Expiry().Year() != 9999 || src.Ready() != nil {
-		t.Errorf("Name %q, Expiry %v, Ready %v; want zookeeper, year 9999, nil", src.Name(), src.Expiry(), src.Ready())
+	if exp := src.Expiry(); src.Name() != "zookeeper" || !exp.After(time.Now()) || exp.After(time.Now().Add(o.SessionTimeout-o.Margin)) || src.Ready() != nil {
+		t.Errorf("Name %q, Expiry %v, Ready %v; want zookeeper, within the session timeout − margin, nil", src.Name(), src.Expiry(), src.Ready())
 	}
 	g, err := snowflake.New(context.Background(), snowflake.Settings{Source: w})
 	if err != nil {
@@ -50,7 +51,8 @@ func TestSource(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"address", "cachePath", "conflict", "lastUpload", "liveNode", "mark", "node", "session", "source", "uploadError", "uploaded", "workerId"}
+	want := []string{"address", "cachePath", "conflict", "expires", "lastContact", "lastUpload", "liveNode", "marginMs", "mark", "node", "session",
+		"sessionTimeoutMs", "source", "uploadError", "uploaded", "workerId"}
 	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, want) {
 		t.Errorf("Details() keys = %v, want %v", keys, want)
 	}

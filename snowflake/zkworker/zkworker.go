@@ -70,6 +70,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 var (
@@ -123,7 +125,14 @@ type Worker struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the upload goroutine has returned
 	kick   chan struct{} // buffer 1: upload now (a new mark was stored)
+	lost   chan struct{} // closed by lose
 	close  sync.Once
+
+	clock        lease.Clock                   // Options.Clock with the boot clock
+	negotiatedMs atomic.Int64                  // the session timeout ZooKeeper granted, ms; 0 until known
+	sess         atomic.Pointer[lease.Session] // the lease; nil before the first contact (cache-file start)
+	vetted       atomic.Bool                   // a held-back claim passed checkNotRewritten (or was not held back)
+	holdWhy      string                        // why the claim was held back; set in Claim
 
 	storeMu sync.Mutex // serialises Store's cache-file writes
 
@@ -168,35 +177,44 @@ func Claim(ctx context.Context, o Options) (*Worker, error) {
 		log:       o.Logger,
 		done:      make(chan struct{}),
 		kick:      make(chan struct{}, 1),
+		lost:      make(chan struct{}),
+		clock:     lease.WithBoot(o.Clock.Now),
 	}
-	conn, connErr := w.connect(ctx)
-	if connErr != nil {
-		w.log.Warn("zkworker: ZooKeeper unreachable, using the cached worker ID",
-			"servers", o.Servers, "err", connErr, "cache", w.cachePath)
-		if err := w.fromCache(ctx); err != nil {
-			return nil, fmt.Errorf("%w (ZooKeeper: %v)", err, connErr)
+	conn, err := w.connect(ctx)
+	if err == nil {
+		w.conn.Store(conn)
+		if err = w.claimNode(ctx, conn); err != nil {
+			conn.Close()
+			w.conn.Store(nil)
 		}
-		close(w.done)
+	}
+	switch {
+	case err == nil:
+		var hbCtx context.Context
+		hbCtx, w.cancel = context.WithCancel(context.Background())
+		go w.heartbeat(hbCtx)
 		return w, nil
-	}
-	if err := w.claimNode(ctx, conn); err != nil {
-		conn.Close()
-		if unreachable(err) {
-			w.log.Warn("zkworker: ZooKeeper lost during the claim, using the cached worker ID", "err", err, "cache", w.cachePath)
-			if cerr := w.fromCache(ctx); cerr != nil {
-				return nil, fmt.Errorf("%w (ZooKeeper: %v)", cerr, err)
-			}
-			close(w.done)
-			return w, nil
-		}
+	case !unreachable(err):
 		return nil, err
+	case !o.CacheStart:
+		return nil, fmt.Errorf("%w: %s: %v. Snowflake IDs wait until ZooKeeper answers and the claim succeeds "+
+			"(--zk-cache-start would serve Leaf's cached worker ID without ZooKeeper, at the risk of duplicate IDs)",
+			ErrUnreachable, strings.Join(o.Servers, ","), err)
 	}
-	w.conn.Store(conn)
-	var hbCtx context.Context
-	hbCtx, w.cancel = context.WithCancel(context.Background())
-	go w.heartbeat(hbCtx)
+	w.log.Warn("zkworker: ZooKeeper unreachable; serving the cached worker ID (cache-file start) until ZooKeeper answers, "+
+		"then registering it: another process may hold it meanwhile", "servers", o.Servers, "err", err, "cache", w.cachePath)
+	if cerr := w.fromCache(ctx); cerr != nil {
+		return nil, fmt.Errorf("%w (ZooKeeper: %v)", cerr, err)
+	}
+	var regCtx context.Context
+	regCtx, w.cancel = context.WithCancel(context.Background())
+	go w.registerCached(regCtx)
 	return w, nil
 }
+
+// Lost returns a channel that is closed when the lease on the worker ID is lost for good (see
+// ErrConflict); leaf-server then claims again.
+func (w *Worker) Lost() <-chan struct{} { return w.lost }
 
 // WorkerID returns the claimed worker ID. It implements snowflake.Source.
 func (w *Worker) WorkerID() int64 { return w.id }
@@ -241,7 +259,7 @@ func (w *Worker) StoreFinal(ctx context.Context, mark time.Time) error {
 	}
 	w.mark.Store(ms)
 	conn := w.conn.Load()
-	if conn == nil || w.conflicted.Load() != nil || conn.State() != zk.StateHasSession {
+	if conn == nil || w.conflicted.Load() != nil || conn.State() != zk.StateHasSession || w.Ready() != nil {
 		return nil
 	}
 	data, _ := json.Marshal(endpoint{IP: w.opts.IP, Port: w.opts.Port, Timestamp: ms})
@@ -315,20 +333,24 @@ func msTime(ms int64) time.Time {
 // snowflake.Source.
 func (w *Worker) Close(ctx context.Context) error {
 	w.close.Do(func() {
+		if s := w.sess.Load(); s != nil {
+			s.Stop()
+		}
 		if w.cancel != nil {
 			w.cancel()
 		}
+		select {
+		case <-w.done:
+		case <-time.After(w.opts.SessionTimeout):
+		case <-ctx.Done():
+		}
 		if conn := w.conn.Load(); conn != nil {
-			select {
-			case <-w.done:
-			case <-time.After(w.opts.SessionTimeout):
-			case <-ctx.Done():
-			}
-			w.conn.Load().Close()
-			<-w.done
-			w.conn.Load().Close() // a reconnect may have replaced it meanwhile
+			conn.Close()
 		}
 		<-w.done
+		if conn := w.conn.Load(); conn != nil {
+			conn.Close() // registerCached may have stored it meanwhile
+		}
 	})
 	return nil
 }

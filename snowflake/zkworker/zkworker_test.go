@@ -31,9 +31,37 @@ func options(t *testing.T, addr, name, port string) zkworker.Options {
 		Port:     port,
 		CacheDir: t.TempDir(),
 		Logger:   slog.New(slog.DiscardHandler),
+		// The shortest session ZooKeeper grants with its default tickTime (2 s): a claim
+		// without history waits 4 s + 1 s.
+		SessionTimeout: 4 * time.Second,
+		Margin:         time.Second,
 	}
 }
 
+// offsetClock reads the real clock moved by an offset; Sleep moves the offset instead of
+// sleeping. Unlike a frozen fake clock, it lets the real time pass that a claim without
+// history waits out.
+type offsetClock struct {
+	mu     sync.Mutex // guards offset
+	offset time.Duration
+}
+
+func newOffsetClock(at time.Time) *offsetClock { return &offsetClock{offset: time.Until(at)} }
+
+func (c *offsetClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *offsetClock) Sleep(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
+// claim claims for o and waits until the worker backs IDs (a claim that may follow a live
+// holder is held back a session timeout + margin).
 func claim(t *testing.T, o zkworker.Options) *zkworker.Worker {
 	t.Helper()
 	w, err := zkworker.Claim(context.Background(), o)
@@ -41,6 +69,13 @@ func claim(t *testing.T, o zkworker.Options) *zkworker.Worker {
 		t.Fatalf("Claim(%s:%s) = %v", o.IP, o.Port, err)
 	}
 	t.Cleanup(func() { w.Close(context.Background()) })
+	deadline := time.Now().Add(30 * time.Second)
+	for w.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("Claim(%s:%s): not ready within 30 s: %v", o.IP, o.Port, w.Ready())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return w
 }
 
@@ -64,6 +99,7 @@ func leafNode(t *testing.T, conn *zk.Conn, name, addr string, ts int64) string {
 }
 
 func TestParseNodeName(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		give     string
 		wantAddr string
@@ -90,6 +126,7 @@ func TestParseNodeName(t *testing.T) {
 // TestClaimDistinct: a node written by hand in Leaf's format and two leaf-go claimers in one
 // namespace get three different worker IDs; the first node's number is parsed too.
 func TestClaimDistinct(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	conn := zktest.Conn(t, addr)
@@ -133,6 +170,7 @@ func TestClaimDistinct(t *testing.T) {
 
 // TestNodeData: the node name and data follow Leaf's format byte for byte.
 func TestNodeData(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
@@ -173,6 +211,7 @@ func TestNodeData(t *testing.T) {
 
 // TestReclaimKeepsNumber: a restarted ip:port reuses its node and number.
 func TestReclaimKeepsNumber(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "9000")
@@ -192,6 +231,7 @@ func TestReclaimKeepsNumber(t *testing.T) {
 
 // TestReclaimJavaNode: a node that Java Leaf created for our address is reused.
 func TestReclaimJavaNode(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	conn := zktest.Conn(t, addr)
@@ -205,6 +245,7 @@ func TestReclaimJavaNode(t *testing.T) {
 
 // TestNamespaceExhausted: when the namespace's counter is past 1023, Claim refuses and says why.
 func TestNamespaceExhausted(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	conn := zktest.Conn(t, addr)
@@ -238,6 +279,7 @@ func TestNamespaceExhausted(t *testing.T) {
 
 // TestLeafNameWithDash: Leaf splits the created path at its first `-`; leaf-go parses the last.
 func TestLeafNameWithDash(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr) + "-with-dashes"
 	t.Cleanup(func() {
@@ -255,6 +297,7 @@ func TestLeafNameWithDash(t *testing.T) {
 // TestClockBehindNode: a reused node whose timestamp is ahead of our clock is waited out when
 // close, and stops the start when far.
 func TestClockBehindNode(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		ahead   time.Duration
@@ -272,7 +315,7 @@ func TestClockBehindNode(t *testing.T) {
 			stamp := now.Add(tt.ahead)
 			leafNode(t, conn, name, "127.0.0.1:8080", stamp.UnixMilli())
 			o := options(t, addr, name, "8080")
-			clock := clocktest.New(now)
+			clock := newOffsetClock(now)
 			o.Clock = clock
 			w, err := zkworker.Claim(context.Background(), o)
 			if !errors.Is(err, tt.wantErr) {
@@ -292,9 +335,11 @@ func TestClockBehindNode(t *testing.T) {
 	}
 }
 
-// TestZooKeeperDown: with ZooKeeper unreachable at start, the cached worker ID is used and the
-// clock is still checked against the cached mark.
+// TestZooKeeperDown: with ZooKeeper unreachable at start, Claim fails closed (ErrUnreachable);
+// with CacheStart, the cached worker ID is used and the clock is still checked against the
+// cached mark.
 func TestZooKeeperDown(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
@@ -310,6 +355,17 @@ func TestZooKeeperDown(t *testing.T) {
 	down := o
 	down.Servers = []string{zktest.ClosedAddr(t)}
 	down.ConnectTimeout = 300 * time.Millisecond
+
+	t.Run("fails closed by default", func(t *testing.T) {
+		w, err := zkworker.Claim(context.Background(), down)
+		if err == nil {
+			w.Close(context.Background())
+		}
+		if !errors.Is(err, zkworker.ErrUnreachable) || !strings.Contains(err.Error(), "--zk-cache-start") {
+			t.Fatalf("Claim() with ZooKeeper down = %v, want %v naming --zk-cache-start", err, zkworker.ErrUnreachable)
+		}
+	})
+	down.CacheStart = true
 
 	t.Run("cached ID", func(t *testing.T) {
 		w, err := zkworker.Claim(context.Background(), down)
@@ -349,6 +405,7 @@ func TestZooKeeperDown(t *testing.T) {
 // TestHighWaterInNode: the generator's marks reach the node's timestamp (via the upload
 // goroutine) and the cache file; a restarted generator loads them.
 func TestHighWaterInNode(t *testing.T) {
+	t.Parallel()
 	addr := zktest.Addr(t)
 	name := zktest.Name(t, addr)
 	o := options(t, addr, name, "8080")
@@ -402,6 +459,7 @@ func TestHighWaterInNode(t *testing.T) {
 }
 
 func TestClaimOptions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		give zkworker.Options

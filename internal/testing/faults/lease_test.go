@@ -391,9 +391,13 @@ func TestZooKeeperWorkerIDsExhausted(t *testing.T) {
 
 	// The existing ip:port: reuses worker ID 0 and serves.
 	p := servertest.Start(t, serverBin, servertest.Options{Dir: t.TempDir(), Args: zkArgs("7201"), Env: []string{"TMPDIR=" + t.TempDir()}})
+	p.WaitReady(t, time.Minute) // the node was written just now without a live node: held back a session timeout + margin
 	tl := newTally(time.Second+slack, 10*time.Second)
 	sfLoad([]*servertest.Proc{p}, []*tally{tl}, time.Second)
 	checkWorker(t, tl, 0)
+	if tl.idCount() == 0 {
+		t.Error("the existing ip:port served no snowflake ID")
+	}
 	r := check(t, tl, nil, "")
 	r.Scenario, r.Size, r.Recovery = "4 snowflake worker IDs", "ZooKeeper namespace counter past 1023, ip:port that already has a node, 1 s", "n/a"
 	r.Note = "reuses its worker ID 0 and serves"
