@@ -35,6 +35,13 @@ var (
 	ErrBadRow = errors.New("store: invalid leaf_alloc row")
 	// ErrTagExists is returned by Create when the biz_tag already has a row.
 	ErrTagExists = errors.New("store: biz tag already exists")
+	// ErrPermanent is wrapped (beside the driver's error) by a dialect's Open
+	// when the server answered that the connection cannot work as
+	// configured, so that retrying is pointless: the database does not exist
+	// (PostgreSQL SQLSTATE 3D000, MySQL 1049) or the credentials were
+	// refused (PostgreSQL 28P01 and 28000, MySQL 1044, 1045 and MariaDB's 1698). leaf-server exits
+	// with it at start; it retries every other open error.
+	ErrPermanent = errors.New("store: the database refused the connection (retrying will not help)")
 )
 
 // Allocation is the result of one allocation transaction: the segment

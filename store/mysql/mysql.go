@@ -26,6 +26,24 @@ import (
 // erDupEntry is MySQL's error number for a duplicate key (ER_DUP_ENTRY).
 const erDupEntry = 1062
 
+// Error numbers of a connection refused for good ([store.ErrPermanent]).
+var permanentErrors = map[uint16]bool{
+	1044: true, // ER_DBACCESS_DENIED_ERROR: the user may not use the database
+	1045: true, // ER_ACCESS_DENIED_ERROR: wrong user or password
+	1049: true, // ER_BAD_DB_ERROR: unknown database
+	1698: true, // ER_ACCESS_DENIED_NO_PASSWORD_ERROR: MariaDB's answer for an unknown user
+}
+
+// permanent wraps err with [store.ErrPermanent] when the server refused the
+// connection for good.
+func permanent(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && permanentErrors[me.Number] {
+		return fmt.Errorf("%w: %w", store.ErrPermanent, err)
+	}
+	return err
+}
+
 // multiHostDialTimeout is the connect timeout per host of a multi-host DSN
 // that sets none (go-sql-driver's timeout parameter).
 const multiHostDialTimeout = 3 * time.Second
@@ -62,7 +80,9 @@ var _ store.Store = (*Store)(nil)
 // when nothing changed) and, unless the DSN sets time_zone, runs sessions in
 // UTC so that update_time reads back correctly. It checks that the server answers and, when migrate is true,
 // applies the embedded migrations, which adopt an existing Leaf table
-// unchanged. Errors: a malformed dsn, an unreachable server, or a failed
+// unchanged. Errors: a malformed dsn, an unreachable server,
+// [store.ErrPermanent] (unknown database, access denied: 1044, 1045, 1049,
+// 1698), or a failed
 // migration; [ErrNodeRefused] when every host is read-only or not in a
 // Galera primary component.
 func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
@@ -107,9 +127,9 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		if len(addrs) > 1 {
-			return nil, fmt.Errorf("mysql: connect: %w", err)
+			return nil, fmt.Errorf("mysql: connect: %w", permanent(err))
 		}
-		return nil, fmt.Errorf("mysql: connect %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("mysql: connect %s: %w", cfg.Addr, permanent(err))
 	}
 	if migrate {
 		if err := migrations.Up(ctx, db, "mysql"); err != nil {

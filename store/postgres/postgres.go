@@ -21,6 +21,22 @@ import (
 // uniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
 const uniqueViolation = "23505"
 
+// permanentStates are the SQLSTATEs of a connection refused for good
+// ([store.ErrPermanent]): invalid_catalog_name (the database does not
+// exist), invalid_password and invalid_authorization_specification (no such
+// role, or pg_hba.conf refuses it).
+var permanentStates = map[string]bool{"3D000": true, "28P01": true, "28000": true}
+
+// permanent wraps err with [store.ErrPermanent] when the server refused the
+// connection for good.
+func permanent(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && permanentStates[pe.Code] {
+		return fmt.Errorf("%w: %w", store.ErrPermanent, err)
+	}
+	return err
+}
+
 // Store is a leaf_alloc store on one PostgreSQL database. It is safe for
 // concurrent use.
 type Store struct {
@@ -35,7 +51,8 @@ var _ store.Store = (*Store)(nil)
 // postgresql:// URL, or libpq key=value settings, as pgxpool.ParseConfig
 // takes; pool_max_conns and friends are honoured), checks that it answers
 // and, when migrate is true, applies the embedded migrations. Errors: a
-// malformed dsn, an unreachable server, or a failed migration.
+// malformed dsn, an unreachable server, [store.ErrPermanent] (the database
+// does not exist, or the credentials were refused), or a failed migration.
 func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -48,7 +65,7 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: connect %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+		return nil, fmt.Errorf("postgres: connect %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, permanent(err))
 	}
 	if migrate {
 		db := stdlib.OpenDBFromPool(pool)
