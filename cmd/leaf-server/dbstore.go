@@ -197,6 +197,15 @@ func (l *lazyStore) Create(ctx context.Context, r store.Row) error {
 	return st.Create(ctx, r)
 }
 
+// ForceCreate implements [store.Store].
+func (l *lazyStore) ForceCreate(ctx context.Context, r store.Row) (int64, error) {
+	st, err := l.store()
+	if err != nil {
+		return 0, err
+	}
+	return st.ForceCreate(ctx, r)
+}
+
 // Update implements [store.Store].
 func (l *lazyStore) Update(ctx context.Context, tag string, step int64, description string) error {
 	st, err := l.store()
@@ -292,6 +301,13 @@ func (b boundStore) Create(ctx context.Context, r store.Row) error {
 	ctx, cancel := b.ctx(ctx)
 	defer cancel()
 	return b.Store.Create(ctx, r)
+}
+
+// ForceCreate implements [store.Store] within the bound.
+func (b boundStore) ForceCreate(ctx context.Context, r store.Row) (int64, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Store.ForceCreate(ctx, r)
 }
 
 // Update implements [store.Store] within the bound.

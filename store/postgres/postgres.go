@@ -157,24 +157,58 @@ func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
 	return out, nil
 }
 
-// Create implements [store.Store]. An empty description is stored as NULL, as
-// Leaf's default.
+// Create implements [store.Store]: the row goes in, and the tag's
+// tombstone is taken out, in one transaction; a row below the tombstone is
+// refused and the transaction rolled back. An empty description is stored as
+// NULL, as Leaf's default.
 func (s *Store) Create(ctx context.Context, r store.Row) error {
+	_, err := s.create(ctx, r, false)
+	return err
+}
+
+// ForceCreate implements [store.Store].
+func (s *Store) ForceCreate(ctx context.Context, r store.Row) (int64, error) {
+	return s.create(ctx, r, true)
+}
+
+// create is Create, or ForceCreate when force is true.
+func (s *Store) create(ctx context.Context, r store.Row, force bool) (overrode int64, err error) {
 	if err := store.ValidateRow(r); err != nil {
-		return fmt.Errorf("create %q: %w", r.BizTag, err)
+		return 0, fmt.Errorf("create %q: %w", r.BizTag, err)
 	}
 	r.MaxID = max(r.MaxID, 1)
-	_, err := s.pool.Exec(ctx,
-		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES ($1, $2, $3, $4, now())`,
-		r.BizTag, r.MaxID, r.Step, nullString(r.Description))
-	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == uniqueViolation {
-			return fmt.Errorf("create %q: %w", r.BizTag, store.ErrTagExists)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx,
+			`INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES ($1, $2, $3, $4, now())`,
+			r.BizTag, r.MaxID, r.Step, nullString(r.Description)); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == uniqueViolation {
+				return store.ErrTagExists
+			}
+			return err
 		}
-		return fmt.Errorf("create %q: %w", r.BizTag, err)
+		var (
+			tomb int64
+			at   time.Time
+		)
+		err := tx.QueryRow(ctx, `DELETE FROM leaf_tombstone WHERE biz_tag = $1 RETURNING max_id, deleted_at`, r.BizTag).Scan(&tomb, &at)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		case r.MaxID >= tomb:
+			return nil
+		case !force:
+			return &store.TombstoneError{BizTag: r.BizTag, MaxID: r.MaxID, Tombstone: tomb, DeletedAt: at.UTC()}
+		}
+		overrode = tomb
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create %q: %w", r.BizTag, err)
 	}
-	return nil
+	return overrode, nil
 }
 
 // Update sets the step (in IDs, 1..store.MaxStep) and the description of an
@@ -190,10 +224,28 @@ func (s *Store) Update(ctx context.Context, tag string, step int64, description 
 	return affected("update", tag, ct, err)
 }
 
-// Delete implements [store.Store].
+// Delete implements [store.Store]: the row goes out and its max_id into
+// the tag's tombstone in one transaction.
 func (s *Store) Delete(ctx context.Context, tag string) error {
-	ct, err := s.pool.Exec(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = $1`, tag)
-	return affected("delete", tag, ct, err)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var maxID int64
+		err := tx.QueryRow(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = $1 RETURNING max_id`, tag).Scan(&maxID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrTagNotFound
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO leaf_tombstone (biz_tag, max_id, deleted_at) VALUES ($1, $2, now() AT TIME ZONE 'UTC')
+			ON CONFLICT (biz_tag) DO UPDATE SET max_id = GREATEST(leaf_tombstone.max_id, EXCLUDED.max_id),
+				deleted_at = EXCLUDED.deleted_at`, tag, maxID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete %q: %w", tag, err)
+	}
+	return nil
 }
 
 // Fence raises the row's max_id to at least minMaxID and never lowers it, so
