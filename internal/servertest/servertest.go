@@ -137,7 +137,7 @@ func start(bin string, o Options) (*Proc, error) {
 	args = append(args, o.Args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = o.Dir
-	cmd.Env = append(append(os.Environ(), "LEAF_LOG_LEVEL=info", "LEAF_LOG_FORMAT=text"), o.Env...)
+	cmd.Env = append(append(Environ(), "LEAF_LOG_LEVEL=info", "LEAF_LOG_FORMAT=text"), o.Env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -183,6 +183,22 @@ func start(bin string, o Options) (*Proc, error) {
 	case <-time.After(timeout):
 		return p, fmt.Errorf("leaf-server %v did not listen within %v:\n%s", args, timeout, p.Logs())
 	}
+}
+
+// Environ returns the test process's environment without its LEAF_*
+// variables other than LEAF_TEST_…: a server started by a test gets only the
+// settings the test gives it. leaf-server refuses LEAF_* variables that are
+// none of its settings, such as the test tools' own (LEAF_FAULTS_REPORT,
+// LEAF_CHROMIUM), and a developer's LEAF_SEGMENT_DSN must not reach a test
+// server either.
+func Environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEAF_") || strings.HasPrefix(kv, "LEAF_TEST_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // Addr is the host:port the server listens on.
