@@ -116,6 +116,11 @@ func (h *handler) adminList(w http.ResponseWriter, r *http.Request) {
 }
 
 // adminCreate is POST /api/v1/admin/tags {"bizTag","maxId","step","description"}.
+// A maxId below this server's high-water mark for the tag (markGuard) or
+// below the tag's tombstone in the database (its max_id when it was deleted,
+// by any server or leafctl) is 409, below_high_water or below_tombstone,
+// unless "force": true with a "reason"; a forced create is logged at warn and
+// in the audit line with the reason, the mark and the tombstone overridden.
 func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		BizTag      string      `json:"bizTag"`
@@ -162,8 +167,26 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := h.d.Store.Create(r.Context(), row); err != nil {
-		h.storeError(w, r, err)
+	if in.Force {
+		// Past the tombstone too (the tag's max_id when it was deleted, kept
+		// in the database for every server): logged like the mark.
+		overrode, err := h.d.Store.ForceCreate(r.Context(), row)
+		if err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+		if overrode > 0 {
+			h.d.Logger.LogAttrs(r.Context(), slog.LevelWarn, "admin: forced below the tombstone",
+				slog.String("biz_tag", row.BizTag), slog.Int64("max_id", row.MaxID), slog.Int64("tombstone", overrode),
+				slog.String("reason", strings.TrimSpace(in.Reason)), slog.String("remote", r.RemoteAddr),
+				slog.String("request_id", requestID(r)))
+			if forced == nil {
+				forced = []slog.Attr{slog.Bool("forced", true), slog.String("reason", strings.TrimSpace(in.Reason))}
+			}
+			forced = append(forced, slog.Int64("tombstone", overrode))
+		}
+	} else if err := h.d.Store.Create(r.Context(), row); err != nil {
+		h.storeError(w, r, err) // below the tombstone: 409 below_tombstone
 		return
 	}
 	h.audit(r, "create", row.BizTag, append(forced, slog.Int64("max_id", row.MaxID), slog.Int64("step", row.Step))...)

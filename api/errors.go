@@ -299,6 +299,9 @@ func (h *handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 		h.apiError(w, r, http.StatusNotFound, "tag_not_found", err.Error())
 	case errors.Is(err, store.ErrTagExists):
 		h.apiError(w, r, http.StatusConflict, "tag_exists", err.Error())
+	case errors.Is(err, store.ErrBelowTombstone):
+		h.apiError(w, r, http.StatusConflict, "below_tombstone",
+			err.Error()+` (resend with "force": true and a "reason"; it is logged)`)
 	case errors.Is(err, store.ErrBadStep), errors.Is(err, store.ErrBadRow), errors.Is(err, store.ErrOverflow):
 		h.apiError(w, r, http.StatusBadRequest, "bad_row", err.Error())
 	default:

@@ -12,7 +12,10 @@ func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz answers 200 when every enabled mode can serve: the store answers a
-// ping, the segment generator has loaded its tag list, and the snowflake
+// ping, the segment generator has loaded its tag list and can store the
+// high-water marks of new segments (segment.Generator.MarksErr: after a
+// failed store, e.g. a full disk, it retries one and is 503 while that
+// fails, since no new tag and no next segment can be served), and the snowflake
 // generator can issue (its worker-ID source is ready and the clock has passed
 // the persisted high-water mark; see snowflakeReady).
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
@@ -56,11 +59,15 @@ func (h *handler) readiness(ctx context.Context) (bool, map[string]string) {
 				checks["store"] = "ok"
 			}
 		}
-		if h.d.Segment.Ready() {
-			checks["segment"] = "ok"
-		} else {
+		switch err := h.d.Segment.MarksErr(ctx); {
+		case !h.d.Segment.Ready():
 			checks["segment"] = "tag list not loaded yet"
 			ready = false
+		case err != nil: // e.g. a full disk: no new segment can be served
+			checks["segment"] = err.Error()
+			ready = false
+		default:
+			checks["segment"] = "ok"
 		}
 	}
 	if gen, _ := h.snowflakeInUse(); gen != nil {

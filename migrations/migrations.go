@@ -11,7 +11,9 @@
 // source (store.LeaseStore, snowflake/sqllease): one row per worker ID with
 // its owner, generation (fencing token), expiry and time high-water mark.
 // Version 3 adds leaf_group, the declarations of date-grouped tags
-// (store.GroupStore, segment.Groups; docs/contract.md §10).
+// (store.GroupStore, segment.Groups; docs/contract.md §10). Version 5 adds
+// leaf_tombstone, the last max_id of every tag deleted through leaf-go
+// (store.Store's Delete, Create and ForceCreate; docs/contract.md §12).
 //
 // Down migrations are deliberately no-ops: leaf_alloc holds the high-water
 // mark of every ID sequence, and losing it would make the service hand out IDs

@@ -24,6 +24,11 @@ type Generator struct {
 	// miss holds the per-client miss-lookup limiters and the lookup batch.
 	miss missLookups
 
+	// markFail is the last mark Marks.Store could not make durable, nil
+	// once a later Store succeeded: while it is set, new segments are
+	// refused (errMarkNotStored) and [Generator.MarksErr] says so.
+	markFail atomic.Pointer[markFailure]
+
 	marksMu sync.Mutex // guards highs
 	// highs is the high-water mark of every tag ever loaded or read from
 	// Marks; it seeds new buffers, so that a tag dropped and re-created

@@ -15,11 +15,44 @@ var errMarkNotStored = errors.New("high-water mark not stored, segment not serve
 func (g *Generator) storeMark(ctx context.Context, tag string, maxID int64) error {
 	if g.marks != nil {
 		if err := g.marks.Store(ctx, tag, maxID); err != nil {
+			if ctx.Err() == nil { // a caller that gave up says nothing about the disk
+				g.markFail.Store(&markFailure{tag: tag, maxID: maxID})
+			}
 			return fmt.Errorf("%w: %q at %d: %w", errMarkNotStored, tag, maxID, err)
 		}
+		g.markFail.Store(nil)
 	}
 	g.marksMu.Lock()
 	g.highs[tag] = max(g.highs[tag], maxID)
+	g.marksMu.Unlock()
+	return nil
+}
+
+// markFailure is a mark that [Marks.Store] failed to make durable.
+type markFailure struct {
+	tag   string
+	maxID int64
+}
+
+// MarksErr returns nil when the high-water marks can be stored, so that new
+// segments (a new tag's first, every tag's next) can be served. After a
+// failed store (a full disk: the marks log cannot grow) it stores that mark
+// again, once per call, and returns the error while that fails too, so that
+// a server taken out of rotation for it finds out by itself that space was
+// freed. Storing the mark again is harmless: it is the max_id of a segment
+// the database already handed to this server, and max_id only grows. ctx
+// bounds the write. /readyz calls it.
+func (g *Generator) MarksErr(ctx context.Context) error {
+	f := g.markFail.Load()
+	if f == nil {
+		return nil
+	}
+	if err := g.marks.Store(ctx, f.tag, f.maxID); err != nil {
+		return fmt.Errorf("high-water marks cannot be stored, so new segments are refused: %w", err)
+	}
+	g.markFail.CompareAndSwap(f, nil)
+	g.marksMu.Lock()
+	g.highs[f.tag] = max(g.highs[f.tag], f.maxID)
 	g.marksMu.Unlock()
 	return nil
 }

@@ -13,6 +13,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -35,7 +36,44 @@ var (
 	ErrBadRow = errors.New("store: invalid leaf_alloc row")
 	// ErrTagExists is returned by Create when the biz_tag already has a row.
 	ErrTagExists = errors.New("store: biz tag already exists")
+	// ErrBelowTombstone is matched by the *[TombstoneError] that Create
+	// returns when the biz_tag was deleted with a higher max_id than the new
+	// row's: IDs below that were handed out, and the new row would hand them
+	// out again.
+	ErrBelowTombstone = errors.New("store: biz tag was deleted with a higher max_id")
+	// ErrPermanent is wrapped (beside the driver's error) by a dialect's Open
+	// when the server answered that the connection cannot work as
+	// configured, so that retrying is pointless: the database does not exist
+	// (PostgreSQL SQLSTATE 3D000, MySQL 1049) or the credentials were
+	// refused (PostgreSQL 28P01 and 28000, MySQL 1044, 1045 and MariaDB's 1698). leaf-server exits
+	// with it at start; it retries every other open error.
+	ErrPermanent = errors.New("store: the database refused the connection (retrying will not help)")
 )
+
+// TombstoneError is Create's refusal of a row below the tombstone of its
+// biz_tag: the last max_id the tag had when it was deleted through leaf-go
+// (table leaf_tombstone, docs/contract.md §12). It matches
+// [ErrBelowTombstone].
+type TombstoneError struct {
+	// BizTag is the tag being created.
+	BizTag string
+	// MaxID is the new row's max_id, in IDs: below Tombstone.
+	MaxID int64
+	// Tombstone is the tag's max_id when it was deleted: every ID below it
+	// may have been handed out.
+	Tombstone int64
+	// DeletedAt is when it was deleted (the database's clock), UTC.
+	DeletedAt time.Time
+}
+
+func (e *TombstoneError) Error() string {
+	return fmt.Sprintf("store: biz tag %q was deleted at max_id %d (%s): a new row at max_id %d would hand out IDs %d to %d again; "+
+		"create it with max_id %d or more, or force it with a reason if none of those IDs is in use",
+		e.BizTag, e.Tombstone, e.DeletedAt.UTC().Format(time.RFC3339), e.MaxID, e.MaxID, e.Tombstone-1, e.Tombstone)
+}
+
+// Is reports whether target is [ErrBelowTombstone].
+func (e *TombstoneError) Is(target error) bool { return target == ErrBelowTombstone }
 
 // Allocation is the result of one allocation transaction: the segment
 // [MaxID-Step, MaxID) now belongs to the caller alone.
@@ -82,9 +120,18 @@ type Store interface {
 	// generator's restore check before an allocation). Errors:
 	// [ErrTagNotFound], or a driver error.
 	MaxID(ctx context.Context, tag string) (int64, error)
-	// Create inserts a row. maxID < 1 means 1 (Leaf's default). Errors:
-	// [ErrTagExists], [ErrBadStep].
+	// Create inserts a row. maxID < 1 means 1 (Leaf's default). When the
+	// tag has a tombstone (it was deleted through Delete), a row below the
+	// tombstone's max_id is refused with a *[TombstoneError]; a row at or
+	// above it removes the tombstone, in the same transaction. Errors:
+	// [ErrTagExists] (checked first), [ErrBelowTombstone], [ErrBadStep].
 	Create(ctx context.Context, r Row) error
+	// ForceCreate is Create that ignores the tag's tombstone and removes it:
+	// for an operator who knows that no ID below the tombstone is in use
+	// (admin "force" with a "reason", leafctl --force --reason; the caller
+	// logs the audit line). It returns the tombstone's max_id it overrode,
+	// 0 for none. Errors: as Create's, without [ErrBelowTombstone].
+	ForceCreate(ctx context.Context, r Row) (overrode int64, err error)
 	// Update sets the step (1..MaxStep IDs) and description of a row; max_id
 	// is never touched. Errors: [ErrBadStep], [ErrTagNotFound].
 	Update(ctx context.Context, tag string, step int64, description string) error
@@ -92,7 +139,9 @@ type Store interface {
 	// the row afterwards (`leafctl tag fence` after a restore). Errors:
 	// [ErrTagNotFound].
 	Fence(ctx context.Context, tag string, minMaxID int64) (Row, error)
-	// Delete removes a row. Errors: [ErrTagNotFound].
+	// Delete removes a row and, in the same transaction, leaves its max_id
+	// in the tag's tombstone (raised, never lowered), which Create checks.
+	// Errors: [ErrTagNotFound].
 	Delete(ctx context.Context, tag string) error
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error

@@ -19,12 +19,15 @@ import (
 // Config is every setting of leaf-server. It starts from DefaultConfig, then
 // LEAF_* environment variables, then flags (flag > env > default).
 type Config struct {
-	// Listen is the HTTP address, host:port. Default 127.0.0.1:8080.
+	// Listen is the HTTP address, host:port. Default 127.0.0.1:8080; with
+	// --config, :8080 (every interface, as Leaf) unless the file has
+	// server.port. A non-loopback address needs SegmentDSN (defaults.go).
 	Listen string
 	// SegmentEnabled turns segment mode on. Default true.
 	SegmentEnabled bool
 	// SegmentDSN names the leaf_alloc store: sqlite:<path>, postgres://…,
-	// mysql://user:pass@tcp(host:port)/db. Empty means sqlite:<DataDir>/leaf.db.
+	// mysql://user:pass@tcp(host:port)/db. Empty means sqlite:<DataDir>/leaf.db,
+	// refused on a non-loopback Listen (defaults.go).
 	SegmentDSN string
 	// Migrate applies the embedded goose migrations at start. Default true.
 	Migrate bool
@@ -32,11 +35,13 @@ type Config struct {
 	// server per DataDir: run locks <DataDir>/LOCK and refuses to start when
 	// another process holds it.
 	DataDir string
-	// SnowflakeEnabled turns snowflake mode on. Default true (static worker ID 0).
+	// SnowflakeEnabled turns snowflake mode on. Default true.
 	SnowflakeEnabled bool
 	// WorkerIDSource is where the snowflake worker ID comes from: static
 	// (WorkerID), zookeeper (Leaf's node layout under ZK) or sql (a lease in the
-	// segment store). Default static.
+	// segment store). Default static, except sql when SegmentDSN is a
+	// PostgreSQL or MySQL database and neither this nor WorkerID was set
+	// (defaults.go).
 	WorkerIDSource string
 	// WorkerID is the static worker ID, 0..1023. Default 0. Two live servers
 	// with the same static worker ID issue duplicate IDs: keeping it unique
@@ -206,13 +211,13 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(configFile, "config", "", "Leaf leaf.properties file to read (keys leaf.name, leaf.segment.enable, leaf.jdbc.*, leaf.snowflake.*, server.port)")
 	fs.BoolVar(print, "print-config", false, "print the effective configuration with the source of every value, then exit")
 	fs.Bool("version", false, "print the version, commit and Go version, then exit")
-	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address host:port")
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address host:port (with --config: :8080 unless server.port; a non-loopback address needs --segment-dsn)")
 	fs.BoolVar(&cfg.SegmentEnabled, "segment", cfg.SegmentEnabled, "enable segment mode")
 	fs.StringVar(&cfg.SegmentDSN, "segment-dsn", cfg.SegmentDSN, "leaf_alloc store: sqlite:<path>, postgres://…, mysql://user:pass@tcp(host:port)/db (default sqlite:<data-dir>/leaf.db)")
 	fs.BoolVar(&cfg.Migrate, "migrate", cfg.Migrate, "apply the embedded migrations at start")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the SQLite file and local state (one server per dir: locked at start)")
 	fs.BoolVar(&cfg.SnowflakeEnabled, "snowflake", cfg.SnowflakeEnabled, "enable snowflake mode")
-	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static, zookeeper, sql (a lease in the --segment-dsn database) or etcd (a lease in --etcd-endpoints)")
+	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static, zookeeper, sql (a lease in the --segment-dsn database) or etcd (a lease in --etcd-endpoints); unset: sql with a PostgreSQL or MySQL --segment-dsn and no --worker-id, else static")
 	fs.Int64Var(&cfg.EpochMillis, "epoch-ms", cfg.EpochMillis, "snowflake epoch in Unix ms (default Twitter's and Leaf's)")
 	fs.IntVar(&cfg.TimeBits, "time-bits", cfg.TimeBits, "snowflake time field width; time+worker+sequence bits must be 63")
 	fs.IntVar(&cfg.WorkerBits, "worker-bits", cfg.WorkerBits, "snowflake worker ID field width")
@@ -323,6 +328,9 @@ func parseConfig(args []string, getenv func(string) string, usage func(string)) 
 	pfs.Visit(func(f *flag.Flag) { l.sources[f.Name] = "flag" })
 	if l.configFile != "" && l.sources["config"] == "default" {
 		l.sources["config"] = "env LEAF_CONFIG"
+	}
+	if err := l.applyDefaults(); err != nil { // defaults.go
+		return l, err
 	}
 	return l, l.Config.validate()
 }

@@ -31,7 +31,8 @@ const (
 // (PostgreSQL, MySQL) that does not answer does not stop the start when only
 // segment mode needs it: openSegmentStore logs why and returns a [lazyStore] that
 // keeps trying. It returns an error for a malformed DSN, for SQLite (a local
-// file: nothing to wait for), and when snowflake mode takes its worker ID
+// file: nothing to wait for), for [store.ErrPermanent] (the database does
+// not exist or refused the credentials: waiting does not help), and when snowflake mode takes its worker ID
 // from the database (--worker-id-source sql), which cannot start without it.
 func openSegmentStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, error) {
 	c, err := dsn.Parse(cfg.DSN())
@@ -45,7 +46,7 @@ func openSegmentStore(ctx context.Context, cfg Config, log *slog.Logger) (store.
 		logEngine(ctx, st, log)
 		return st, nil
 	}
-	if c.Dialect == dsn.SQLite || ctx.Err() != nil || (cfg.SnowflakeEnabled && cfg.WorkerIDSource == "sql") {
+	if c.Dialect == dsn.SQLite || ctx.Err() != nil || errors.Is(err, store.ErrPermanent) || (cfg.SnowflakeEnabled && cfg.WorkerIDSource == "sql") {
 		return nil, fmt.Errorf("open store %s: %w", dsn.Redact(cfg.DSN()), err)
 	}
 	log.Error("segment database not reachable at start: snowflake mode serves; segment routes answer -1 or -3 and /readyz says why until it answers (then the migrations run); retrying in the background",
@@ -196,6 +197,15 @@ func (l *lazyStore) Create(ctx context.Context, r store.Row) error {
 	return st.Create(ctx, r)
 }
 
+// ForceCreate implements [store.Store].
+func (l *lazyStore) ForceCreate(ctx context.Context, r store.Row) (int64, error) {
+	st, err := l.store()
+	if err != nil {
+		return 0, err
+	}
+	return st.ForceCreate(ctx, r)
+}
+
 // Update implements [store.Store].
 func (l *lazyStore) Update(ctx context.Context, tag string, step int64, description string) error {
 	st, err := l.store()
@@ -291,6 +301,13 @@ func (b boundStore) Create(ctx context.Context, r store.Row) error {
 	ctx, cancel := b.ctx(ctx)
 	defer cancel()
 	return b.Store.Create(ctx, r)
+}
+
+// ForceCreate implements [store.Store] within the bound.
+func (b boundStore) ForceCreate(ctx context.Context, r store.Row) (int64, error) {
+	ctx, cancel := b.ctx(ctx)
+	defer cancel()
+	return b.Store.ForceCreate(ctx, r)
 }
 
 // Update implements [store.Store] within the bound.

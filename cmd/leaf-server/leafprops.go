@@ -30,7 +30,8 @@ var leafKeys = map[string]bool{
 }
 
 // readLeafProperties reads a Leaf leaf.properties file and turns it into
-// flag settings. Keys it does not know are returned as warnings; settings
+// flag settings. A key it does not know is an error naming the nearest known
+// key (a typo must not leave a setting at its default); settings
 // that contradict each other (segment mode on without a JDBC URL, snowflake
 // mode on without a ZooKeeper address) are errors, because Leaf would refuse
 // them too and silently falling back to a local store would split the IDs.
@@ -42,12 +43,8 @@ func readLeafProperties(path string) ([]setting, []string, error) {
 	get := func(k string) string { v, _ := p.Get(k); return strings.TrimSpace(v) }
 	var out []setting
 	var warnings []string
-	keys := p.Keys()
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !leafKeys[k] {
-			warnings = append(warnings, fmt.Sprintf("%s: unknown key %q ignored", path, k))
-		}
+	if err := unknownLeafKeys(path, p.Keys()); err != nil {
+		return nil, nil, err
 	}
 	add := func(flag, key, value string) { out = append(out, setting{flag: flag, value: value, key: key}) }
 	if v := get("leaf.name"); v != "" {
@@ -218,4 +215,24 @@ func jdbcToDSN(jdbc, user, password string) (string, []string, error) {
 	default:
 		return "", nil, fmt.Errorf("database %q not supported: want mysql or postgresql", u.Scheme)
 	}
+}
+
+// unknownLeafKeys refuses the keys of path that leaf-server does not know
+// (leafKeys), each named with the nearest known key, e.g. leaf.jdbc.ur: did
+// you mean leaf.jdbc.url?
+func unknownLeafKeys(path string, keys []string) error {
+	known := make([]string, 0, len(leafKeys))
+	for k := range leafKeys {
+		known = append(known, k)
+	}
+	sort.Strings(known)
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		if !leafKeys[k] {
+			errs = append(errs, fmt.Errorf("%s: unknown key %q: did you mean %s? (known keys: %s)",
+				path, k, nearest(k, known), strings.Join(known, ", ")))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -26,7 +26,11 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	// An unknown LEAF_* variable is refused before anything starts (defaults.go).
+	err := checkEnviron(os.Environ())
+	if err == nil {
+		err = run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	}
 	stop()
 	if err != nil && !errors.Is(err, errHelp) {
 		fmt.Fprintln(os.Stderr, "leaf-server:", err)

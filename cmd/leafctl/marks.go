@@ -31,8 +31,8 @@ type markGuard struct {
 func (m *markGuard) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringArrayVar(&m.files, "marks", nil, "a server's <data-dir>/segment-marks.json: refuse a max_id below its mark for the tag (repeat for every server)")
-	f.BoolVar(&m.force, "force", false, "go below a --marks high-water mark anyway (needs --reason; an audit line goes to stderr)")
-	f.StringVar(&m.reason, "reason", "", "why IDs below the high-water mark cannot be handed out twice (with --force)")
+	f.BoolVar(&m.force, "force", false, "go below a --marks high-water mark (and, for create, the tag's tombstone) anyway (needs --reason; an audit line goes to stderr)")
+	f.StringVar(&m.reason, "reason", "", "why IDs below the high-water mark or tombstone cannot be handed out twice (with --force)")
 }
 
 // check refuses level (the new max_id, named flag on the command line) for

@@ -112,7 +112,7 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 				if err := checkPlainName(ctx, st, r.BizTag); err != nil {
 					return err
 				}
-				if err := st.Create(ctx, r); err != nil {
+				if err := createRow(ctx, e, st, r, guard); err != nil {
 					if errors.Is(err, store.ErrTagExists) {
 						return fmt.Errorf("%w (change it with leafctl tag update, or fence it with leafctl tag fence)", err)
 					}
@@ -130,6 +130,30 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 	guard.addFlags(cmd)
 	gf.add(cmd)
 	return cmd
+}
+
+// createRow creates r: with --force (and its --reason, checked by
+// guard.check) past the tag's tombstone too, writing an audit line to stderr
+// when it overrode one. Errors: st.Create's (a *store.TombstoneError below
+// the tombstone, with what to do) or st.ForceCreate's.
+func createRow(ctx context.Context, e env, st store.Store, r store.Row, guard markGuard) error {
+	if !guard.force {
+		err := st.Create(ctx, r)
+		if errors.Is(err, store.ErrBelowTombstone) {
+			return fmt.Errorf("%w (with --force --reason '…' if you know it)", err)
+		}
+		return err
+	}
+	overrode, err := st.ForceCreate(ctx, r)
+	if err != nil || overrode == 0 {
+		return err
+	}
+	h := slog.NewTextHandler(e.stderr, nil)
+	rec := slog.NewRecord(e.now(), slog.LevelWarn, "audit: forced below the tombstone", 0)
+	rec.AddAttrs(slog.String("user", e.user()), slog.String("tag", r.BizTag), slog.Int64("max_id", r.MaxID),
+		slog.Int64("tombstone", overrode), slog.String("reason", strings.TrimSpace(guard.reason)))
+	_ = h.Handle(ctx, rec)
+	return nil
 }
 
 // rowJSON is one row of `tag list --json`. max_id is a string because 64-bit
@@ -258,7 +282,8 @@ func newTagDeleteCmd(e env, g *globals) *cobra.Command {
 		Short: "Delete a tag (asks first on a terminal; --yes otherwise)",
 		Long: `Delete a tag. Its max_id is the only record of the IDs it handed out: a
 tag created again under the same name must start above it (--max-id), or it
-repeats IDs. On a terminal leafctl asks for confirmation; elsewhere it
+repeats IDs; the database keeps that max_id (a tombstone), and a create
+below it is refused without --force --reason. On a terminal leafctl asks for confirmation; elsewhere it
 refuses without --yes.`,
 		Args: exactArgs(1, "one tag"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -67,6 +67,32 @@ type Options struct {
 	// StartTimeout bounds the wait for the "listening" log line; zero
 	// means 20 s.
 	StartTimeout time.Duration
+	// DefaultWorkerSource leaves the snowflake worker-ID source to
+	// leaf-server's own default. Without it, a server whose Args and Env
+	// choose no source (no --worker-id-source, --worker-id or --config, no
+	// LEAF_WORKER_ID_SOURCE or LEAF_WORKER_ID) is started with
+	// --worker-id-source static, as every test server was before the
+	// default became the SQL lease for a PostgreSQL or MySQL --segment-dsn
+	// (docs/contract.md §12): tests of segment mode need no lease, and a
+	// lease claimed on a fresh database waits out any previous holder.
+	DefaultWorkerSource bool
+}
+
+// choosesWorkerSource reports whether o names a worker-ID source or a
+// static worker ID (or a leaf.properties file, which may).
+func (o Options) choosesWorkerSource() bool {
+	for _, a := range o.Args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "worker-id-source" || name == "worker-id" || name == "config") {
+			return true
+		}
+	}
+	for _, kv := range o.Env {
+		if strings.HasPrefix(kv, "LEAF_WORKER_ID_SOURCE=") || strings.HasPrefix(kv, "LEAF_WORKER_ID=") || strings.HasPrefix(kv, "LEAF_CONFIG=") {
+			return true
+		}
+	}
+	return false
 }
 
 // Proc is one running leaf-server. Its methods are safe for concurrent use.
@@ -104,10 +130,14 @@ func Start(t testing.TB, bin string, o Options) *Proc {
 }
 
 func start(bin string, o Options) (*Proc, error) {
-	args := append([]string{"--listen", "127.0.0.1:0"}, o.Args...)
+	args := []string{"--listen", "127.0.0.1:0"}
+	if !o.DefaultWorkerSource && !o.choosesWorkerSource() {
+		args = append(args, "--worker-id-source", "static")
+	}
+	args = append(args, o.Args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = o.Dir
-	cmd.Env = append(append(os.Environ(), "LEAF_LOG_LEVEL=info", "LEAF_LOG_FORMAT=text"), o.Env...)
+	cmd.Env = append(append(Environ(), "LEAF_LOG_LEVEL=info", "LEAF_LOG_FORMAT=text"), o.Env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -153,6 +183,22 @@ func start(bin string, o Options) (*Proc, error) {
 	case <-time.After(timeout):
 		return p, fmt.Errorf("leaf-server %v did not listen within %v:\n%s", args, timeout, p.Logs())
 	}
+}
+
+// Environ returns the test process's environment without its LEAF_*
+// variables other than LEAF_TEST_…: a server started by a test gets only the
+// settings the test gives it. leaf-server refuses LEAF_* variables that are
+// none of its settings, such as the test tools' own (LEAF_FAULTS_REPORT,
+// LEAF_CHROMIUM), and a developer's LEAF_SEGMENT_DSN must not reach a test
+// server either.
+func Environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEAF_") || strings.HasPrefix(kv, "LEAF_TEST_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // Addr is the host:port the server listens on.

@@ -26,6 +26,24 @@ import (
 // erDupEntry is MySQL's error number for a duplicate key (ER_DUP_ENTRY).
 const erDupEntry = 1062
 
+// Error numbers of a connection refused for good ([store.ErrPermanent]).
+var permanentErrors = map[uint16]bool{
+	1044: true, // ER_DBACCESS_DENIED_ERROR: the user may not use the database
+	1045: true, // ER_ACCESS_DENIED_ERROR: wrong user or password
+	1049: true, // ER_BAD_DB_ERROR: unknown database
+	1698: true, // ER_ACCESS_DENIED_NO_PASSWORD_ERROR: MariaDB's answer for an unknown user
+}
+
+// permanent wraps err with [store.ErrPermanent] when the server refused the
+// connection for good.
+func permanent(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && permanentErrors[me.Number] {
+		return fmt.Errorf("%w: %w", store.ErrPermanent, err)
+	}
+	return err
+}
+
 // multiHostDialTimeout is the connect timeout per host of a multi-host DSN
 // that sets none (go-sql-driver's timeout parameter).
 const multiHostDialTimeout = 3 * time.Second
@@ -62,7 +80,9 @@ var _ store.Store = (*Store)(nil)
 // when nothing changed) and, unless the DSN sets time_zone, runs sessions in
 // UTC so that update_time reads back correctly. It checks that the server answers and, when migrate is true,
 // applies the embedded migrations, which adopt an existing Leaf table
-// unchanged. Errors: a malformed dsn, an unreachable server, or a failed
+// unchanged. Errors: a malformed dsn, an unreachable server,
+// [store.ErrPermanent] (unknown database, access denied: 1044, 1045, 1049,
+// 1698), or a failed
 // migration; [ErrNodeRefused] when every host is read-only or not in a
 // Galera primary component.
 func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
@@ -107,9 +127,9 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		if len(addrs) > 1 {
-			return nil, fmt.Errorf("mysql: connect: %w", err)
+			return nil, fmt.Errorf("mysql: connect: %w", permanent(err))
 		}
-		return nil, fmt.Errorf("mysql: connect %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("mysql: connect %s: %w", cfg.Addr, permanent(err))
 	}
 	if migrate {
 		if err := migrations.Up(ctx, db, "mysql"); err != nil {
@@ -260,24 +280,74 @@ func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
 	return sqlstore.Rows(ctx, s.db, scanRow)
 }
 
-// Create implements [store.Store]. An empty description is stored as NULL, as
-// Leaf's default.
+// Create implements [store.Store]: the row goes in, and the tag's
+// tombstone is taken out, in one transaction; a row below the tombstone is
+// refused and the transaction rolled back. An empty description is stored as
+// NULL, as Leaf's default.
 func (s *Store) Create(ctx context.Context, r store.Row) error {
+	_, err := s.create(ctx, r, false)
+	return err
+}
+
+// ForceCreate implements [store.Store].
+func (s *Store) ForceCreate(ctx context.Context, r store.Row) (int64, error) {
+	return s.create(ctx, r, true)
+}
+
+// create is Create, or ForceCreate when force is true.
+func (s *Store) create(ctx context.Context, r store.Row, force bool) (overrode int64, err error) {
 	if err := store.ValidateRow(r); err != nil {
-		return fmt.Errorf("create %q: %w", r.BizTag, err)
+		return 0, fmt.Errorf("create %q: %w", r.BizTag, err)
 	}
 	r.MaxID = max(r.MaxID, 1)
-	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`,
-		r.BizTag, r.MaxID, r.Step, sqlstore.NullString(r.Description))
-	if err != nil {
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && me.Number == erDupEntry {
-			return fmt.Errorf("create %q: %w", r.BizTag, store.ErrTagExists)
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`,
+			r.BizTag, r.MaxID, r.Step, sqlstore.NullString(r.Description)); err != nil {
+			var me *mysql.MySQLError
+			if errors.As(err, &me) && me.Number == erDupEntry {
+				return store.ErrTagExists
+			}
+			return err
 		}
-		return fmt.Errorf("create %q: %w", r.BizTag, err)
+		var (
+			tomb int64
+			at   time.Time
+		)
+		// A locking read sees the latest committed tombstone, not the snapshot.
+		err := tx.QueryRowContext(ctx, `SELECT max_id, deleted_at FROM leaf_tombstone WHERE biz_tag = ? FOR UPDATE`, r.BizTag).Scan(&tomb, &at)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		case r.MaxID < tomb && !force:
+			return &store.TombstoneError{BizTag: r.BizTag, MaxID: r.MaxID, Tombstone: tomb, DeletedAt: at.UTC()}
+		case r.MaxID < tomb:
+			overrode = tomb
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM leaf_tombstone WHERE biz_tag = ?`, r.BizTag)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create %q: %w", r.BizTag, err)
 	}
-	return nil
+	return overrode, nil
+}
+
+// tx runs fn in one transaction, committed when fn returns nil and rolled
+// back otherwise. Unlike inTx it does not re-run fn: Create and Delete are
+// operator actions, answered with the error.
+func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Update sets the step (in IDs, 1..store.MaxStep) and the description of an
@@ -293,10 +363,33 @@ func (s *Store) Update(ctx context.Context, tag string, step int64, description 
 	return sqlstore.Affected("update", tag, res, err)
 }
 
-// Delete implements [store.Store].
+// Delete implements [store.Store]: the row goes out and its max_id into
+// the tag's tombstone in one transaction.
 func (s *Store) Delete(ctx context.Context, tag string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
-	return sqlstore.Affected("delete", tag, res, err)
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var (
+			rowTag string
+			maxID  int64
+		)
+		err := tx.QueryRowContext(ctx, `SELECT biz_tag, max_id FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE`, tag).Scan(&rowTag, &maxID)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && rowTag != tag) { // exact names only, as Allocate
+			return store.ErrTagNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `
+			INSERT INTO leaf_tombstone (biz_tag, max_id, deleted_at) VALUES (?, ?, UTC_TIMESTAMP(3))
+			ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, ?), deleted_at = UTC_TIMESTAMP(3)`, tag, maxID, maxID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete %q: %w", tag, err)
+	}
+	return nil
 }
 
 // Fence raises the row's max_id to at least minMaxID and never lowers it, so

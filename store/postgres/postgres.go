@@ -21,6 +21,22 @@ import (
 // uniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
 const uniqueViolation = "23505"
 
+// permanentStates are the SQLSTATEs of a connection refused for good
+// ([store.ErrPermanent]): invalid_catalog_name (the database does not
+// exist), invalid_password and invalid_authorization_specification (no such
+// role, or pg_hba.conf refuses it).
+var permanentStates = map[string]bool{"3D000": true, "28P01": true, "28000": true}
+
+// permanent wraps err with [store.ErrPermanent] when the server refused the
+// connection for good.
+func permanent(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && permanentStates[pe.Code] {
+		return fmt.Errorf("%w: %w", store.ErrPermanent, err)
+	}
+	return err
+}
+
 // Store is a leaf_alloc store on one PostgreSQL database. It is safe for
 // concurrent use.
 type Store struct {
@@ -35,7 +51,8 @@ var _ store.Store = (*Store)(nil)
 // postgresql:// URL, or libpq key=value settings, as pgxpool.ParseConfig
 // takes; pool_max_conns and friends are honoured), checks that it answers
 // and, when migrate is true, applies the embedded migrations. Errors: a
-// malformed dsn, an unreachable server, or a failed migration.
+// malformed dsn, an unreachable server, [store.ErrPermanent] (the database
+// does not exist, or the credentials were refused), or a failed migration.
 func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -48,7 +65,7 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: connect %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+		return nil, fmt.Errorf("postgres: connect %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, permanent(err))
 	}
 	if migrate {
 		db := stdlib.OpenDBFromPool(pool)
@@ -140,24 +157,58 @@ func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
 	return out, nil
 }
 
-// Create implements [store.Store]. An empty description is stored as NULL, as
-// Leaf's default.
+// Create implements [store.Store]: the row goes in, and the tag's
+// tombstone is taken out, in one transaction; a row below the tombstone is
+// refused and the transaction rolled back. An empty description is stored as
+// NULL, as Leaf's default.
 func (s *Store) Create(ctx context.Context, r store.Row) error {
+	_, err := s.create(ctx, r, false)
+	return err
+}
+
+// ForceCreate implements [store.Store].
+func (s *Store) ForceCreate(ctx context.Context, r store.Row) (int64, error) {
+	return s.create(ctx, r, true)
+}
+
+// create is Create, or ForceCreate when force is true.
+func (s *Store) create(ctx context.Context, r store.Row, force bool) (overrode int64, err error) {
 	if err := store.ValidateRow(r); err != nil {
-		return fmt.Errorf("create %q: %w", r.BizTag, err)
+		return 0, fmt.Errorf("create %q: %w", r.BizTag, err)
 	}
 	r.MaxID = max(r.MaxID, 1)
-	_, err := s.pool.Exec(ctx,
-		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES ($1, $2, $3, $4, now())`,
-		r.BizTag, r.MaxID, r.Step, nullString(r.Description))
-	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == uniqueViolation {
-			return fmt.Errorf("create %q: %w", r.BizTag, store.ErrTagExists)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx,
+			`INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES ($1, $2, $3, $4, now())`,
+			r.BizTag, r.MaxID, r.Step, nullString(r.Description)); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == uniqueViolation {
+				return store.ErrTagExists
+			}
+			return err
 		}
-		return fmt.Errorf("create %q: %w", r.BizTag, err)
+		var (
+			tomb int64
+			at   time.Time
+		)
+		err := tx.QueryRow(ctx, `DELETE FROM leaf_tombstone WHERE biz_tag = $1 RETURNING max_id, deleted_at`, r.BizTag).Scan(&tomb, &at)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		case r.MaxID >= tomb:
+			return nil
+		case !force:
+			return &store.TombstoneError{BizTag: r.BizTag, MaxID: r.MaxID, Tombstone: tomb, DeletedAt: at.UTC()}
+		}
+		overrode = tomb
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create %q: %w", r.BizTag, err)
 	}
-	return nil
+	return overrode, nil
 }
 
 // Update sets the step (in IDs, 1..store.MaxStep) and the description of an
@@ -173,10 +224,28 @@ func (s *Store) Update(ctx context.Context, tag string, step int64, description 
 	return affected("update", tag, ct, err)
 }
 
-// Delete implements [store.Store].
+// Delete implements [store.Store]: the row goes out and its max_id into
+// the tag's tombstone in one transaction.
 func (s *Store) Delete(ctx context.Context, tag string) error {
-	ct, err := s.pool.Exec(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = $1`, tag)
-	return affected("delete", tag, ct, err)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var maxID int64
+		err := tx.QueryRow(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = $1 RETURNING max_id`, tag).Scan(&maxID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrTagNotFound
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO leaf_tombstone (biz_tag, max_id, deleted_at) VALUES ($1, $2, now() AT TIME ZONE 'UTC')
+			ON CONFLICT (biz_tag) DO UPDATE SET max_id = GREATEST(leaf_tombstone.max_id, EXCLUDED.max_id),
+				deleted_at = EXCLUDED.deleted_at`, tag, maxID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete %q: %w", tag, err)
+	}
+	return nil
 }
 
 // Fence raises the row's max_id to at least minMaxID and never lowers it, so

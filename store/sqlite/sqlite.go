@@ -146,24 +146,73 @@ func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
 	return sqlstore.Rows(ctx, s.db, scanRow)
 }
 
-// Create implements [store.Store]. An empty description is stored as NULL, as
-// Leaf's default.
+// Create implements [store.Store]: the row goes in, and the tag's
+// tombstone is taken out, in one transaction; a row below the tombstone is
+// refused and the transaction rolled back. An empty description is stored as
+// NULL, as Leaf's default.
 func (s *Store) Create(ctx context.Context, r store.Row) error {
+	_, err := s.create(ctx, r, false)
+	return err
+}
+
+// ForceCreate implements [store.Store].
+func (s *Store) ForceCreate(ctx context.Context, r store.Row) (int64, error) {
+	return s.create(ctx, r, true)
+}
+
+// create is Create, or ForceCreate when force is true.
+func (s *Store) create(ctx context.Context, r store.Row, force bool) (overrode int64, err error) {
 	if err := store.ValidateRow(r); err != nil {
-		return fmt.Errorf("create %q: %w", r.BizTag, err)
+		return 0, fmt.Errorf("create %q: %w", r.BizTag, err)
 	}
 	r.MaxID = max(r.MaxID, 1)
-	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, `+now+`)`,
-		r.BizTag, r.MaxID, r.Step, sqlstore.NullString(r.Description))
-	if err != nil {
-		var se *sqlite.Error
-		if errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE) {
-			return fmt.Errorf("create %q: %w", r.BizTag, store.ErrTagExists)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, `+now+`)`,
+			r.BizTag, r.MaxID, r.Step, sqlstore.NullString(r.Description)); err != nil {
+			var se *sqlite.Error
+			if errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE) {
+				return store.ErrTagExists
+			}
+			return err
 		}
-		return fmt.Errorf("create %q: %w", r.BizTag, err)
+		var (
+			tomb int64
+			at   string
+		)
+		err := tx.QueryRowContext(ctx, `DELETE FROM leaf_tombstone WHERE biz_tag = ? RETURNING max_id, deleted_at`, r.BizTag).Scan(&tomb, &at)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		case r.MaxID >= tomb:
+			return nil
+		case !force:
+			deleted, _ := time.Parse(timeLayout, at) // written by this store or the column's default
+			return &store.TombstoneError{BizTag: r.BizTag, MaxID: r.MaxID, Tombstone: tomb, DeletedAt: deleted}
+		}
+		overrode = tomb
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create %q: %w", r.BizTag, err)
 	}
-	return nil
+	return overrode, nil
+}
+
+// inTx runs fn in one transaction (BEGIN IMMEDIATE: the DSN's _txlock),
+// committed when fn returns nil and rolled back otherwise.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Update sets the step (in IDs, 1..store.MaxStep) and the description of an
@@ -179,10 +228,27 @@ func (s *Store) Update(ctx context.Context, tag string, step int64, description 
 	return sqlstore.Affected("update", tag, res, err)
 }
 
-// Delete implements [store.Store].
+// Delete implements [store.Store]: the row goes out and its max_id into
+// the tag's tombstone in one transaction.
 func (s *Store) Delete(ctx context.Context, tag string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
-	return sqlstore.Affected("delete", tag, res, err)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var maxID int64
+		err := tx.QueryRowContext(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = ? RETURNING max_id`, tag).Scan(&maxID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrTagNotFound
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `
+			INSERT INTO leaf_tombstone (biz_tag, max_id, deleted_at) VALUES (?1, ?2, `+now+`)
+			ON CONFLICT (biz_tag) DO UPDATE SET max_id = max(max_id, ?2), deleted_at = `+now, tag, maxID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete %q: %w", tag, err)
+	}
+	return nil
 }
 
 // Fence raises the row's max_id to at least minMaxID and never lowers it, so

@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TagsAndRows", testTagsAndRows},
 		{"Create", testCreate},
 		{"Delete", testDelete},
+		{"Tombstone", testTombstone},
 		{"Update", testUpdate},
 		{"Fence", testFence},
 		{"CancelledContext", testCancelled},
@@ -402,6 +403,78 @@ func testDelete(t *testing.T, s Admin) {
 	if tags, err := s.Tags(ctx); err != nil || len(tags) != 0 {
 		t.Errorf("Tags() after Delete = %q, %v, want [], nil", tags, err)
 	}
+}
+
+// testTombstone: a deleted tag leaves its last max_id behind; Create below
+// it is refused (store.ErrBelowTombstone, naming the tombstone), at or above
+// it succeeds and takes the tombstone out, ForceCreate goes below it and
+// says what it overrode; a second delete keeps the higher max_id.
+func testTombstone(t *testing.T, s Admin) {
+	ctx := ctxT(t)
+	create(t, s, store.Row{BizTag: "tomb", Step: 1000})
+	for range 3 {
+		if _, err := s.Allocate(ctx, "tomb", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := time.Now().Add(-time.Minute)
+	if err := s.Delete(ctx, "tomb"); err != nil {
+		t.Fatalf("Delete(%q) = %v", "tomb", err)
+	}
+	err := s.Create(ctx, store.Row{BizTag: "tomb", MaxID: 1, Step: 1000})
+	var te *store.TombstoneError
+	if !errors.Is(err, store.ErrBelowTombstone) || !errors.As(err, &te) {
+		t.Fatalf("Create below the tombstone = %v, want %v", err, store.ErrBelowTombstone)
+	}
+	if te.Tombstone != 3001 || te.MaxID != 1 || te.BizTag != "tomb" || te.DeletedAt.Before(before) || te.DeletedAt.After(time.Now().Add(time.Minute)) {
+		t.Errorf("TombstoneError = %+v, want tag tomb, max_id 1, tombstone 3001, deleted just now", te)
+	}
+	if tags, err := s.Tags(ctx); err != nil || len(tags) != 0 {
+		t.Errorf("Tags() after a refused Create = %q, %v, want none (rolled back)", tags, err)
+	}
+	if err := s.Create(ctx, store.Row{BizTag: "tomb", MaxID: 3000, Step: 1000}); !errors.Is(err, store.ErrBelowTombstone) {
+		t.Errorf("Create one below the tombstone = %v, want %v", err, store.ErrBelowTombstone)
+	}
+	// At the tombstone: the new first ID is the old max_id, never handed out.
+	create(t, s, store.Row{BizTag: "tomb", MaxID: 3001, Step: 1000})
+	if a, err := s.Allocate(ctx, "tomb", 0); err != nil || a.Start() != 3001 {
+		t.Errorf("Allocate after re-create = %+v, %v, want a segment from 3001", a, err)
+	}
+	// The tombstone went with that create: deleted again at 4001, the old
+	// 3001 no longer counts, the new max_id does.
+	if err := s.Delete(ctx, "tomb"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, store.Row{BizTag: "tomb", MaxID: 3500, Step: 1000}); !errors.Is(err, store.ErrBelowTombstone) || !strings.Contains(err.Error(), "4001") {
+		t.Errorf("Create below the second tombstone = %v, want %v naming 4001", err, store.ErrBelowTombstone)
+	}
+	overrode, err := s.ForceCreate(ctx, store.Row{BizTag: "tomb", MaxID: 1, Step: 1000})
+	if err != nil || overrode != 4001 {
+		t.Fatalf("ForceCreate below the tombstone = %d, %v, want 4001, nil", overrode, err)
+	}
+	if got := row(t, s, "tomb").MaxID; got != 1 {
+		t.Errorf("max_id after ForceCreate = %d, want 1", got)
+	}
+	if _, err := s.ForceCreate(ctx, store.Row{BizTag: "tomb", MaxID: 1, Step: 1000}); !errors.Is(err, store.ErrTagExists) {
+		t.Errorf("ForceCreate of an existing tag = %v, want %v", err, store.ErrTagExists)
+	}
+	// Deleted at max_id 1 after the forced create: a tombstone of 1 refuses nothing.
+	if err := s.Delete(ctx, "tomb"); err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, store.Row{BizTag: "tomb", MaxID: 1, Step: 1000})
+	if overrode, err := s.ForceCreate(ctx, store.Row{BizTag: "fresh", Step: 5}); err != nil || overrode != 0 {
+		t.Errorf("ForceCreate of a tag never deleted = %d, %v, want 0, nil", overrode, err)
+	}
+	// A tombstone belongs to its exact name.
+	create(t, s, store.Row{BizTag: "Case", Step: 5})
+	if _, err := s.Allocate(ctx, "Case", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "Case"); err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, store.Row{BizTag: "case", Step: 5})
 }
 
 func testUpdate(t *testing.T, s Admin) {
