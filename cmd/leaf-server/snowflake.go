@@ -183,7 +183,7 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		}
 		w, err := etcdworker.Claim(ctx, o)
 		if err != nil {
-			return nil, err
+			return nil, etcdStartError(ctx, cfg.EtcdEndpoints, err)
 		}
 		go func() {
 			select {
