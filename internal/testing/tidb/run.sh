@@ -127,6 +127,6 @@ echo
 report=${LEAF_FAULTS_REPORT:-$TIDB_CACHE/report-$TIDB_RELEASE.md}
 cd "$repo/internal/testing"
 LEAF_TEST_TIDB_DSN="mysql://root@tcp(127.0.0.1:$TIDB_PORT)/test" LEAF_FAULTS_REPORT=$report \
-	"$GO" test -count=1 -v -timeout 20m -run '^TestTiDB$' ./faults/
+	"$GO" test -count=1 -v -timeout 30m -run '^TestTiDB$' ./faults/
 echo "make tidb: report in $report"
 cat "$report"
