@@ -80,9 +80,10 @@ bench:
 	cd internal/testing && $(GO) test -v -count=1 -timeout 15m -run '^TestHarness$$' ./bench/ -args -harness -out $(CURDIR)/BENCHMARKS.md
 
 # tidb: not part of `make test`. Builds tidb-server from the Go module proxy
-# at one pinned version (TIDB_VERSION, TiDB v8.5.1) in a scratch module
-# outside this repository, caches the binary in ~/.cache/leaf-go/tidb (the
-# first build takes about 25 minutes on 2 cores and ~2 GB of module cache),
+# at one pinned version (TIDB_VERSION, TiDB master of 2025-11-26) in a
+# scratch module outside this repository, caches the binary in
+# ~/.cache/leaf-go/tidb (the first build takes about 15 minutes on 2 idle
+# cores and ~2 GB of module cache),
 # starts it on unistore on 127.0.0.1:24000 and runs TestTiDB against it in
 # pessimistic and optimistic modes (internal/testing/tidb/run.sh).
 tidb:

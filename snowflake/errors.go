@@ -76,20 +76,25 @@ func (e *ClockBackwardsError) Is(target error) bool { return target == e.Err }
 
 // Code maps an error from Generator.Next to Leaf's snowflake result code, as the
 // Leaf-compatible HTTP API reports it in `Result{id=<code>, status=EXCEPTION}`: 0 for nil;
-// -2 for ErrInterrupted or a context error; -3 for ErrClockBackwards and ErrClockBehindMark;
-// -4 for ErrHighWater (leaf-go: a mark that could not be stored, e.g. on a full disk, is not
-// Leaf's -1 "clock still behind"; Leaf has no such failure); -1 for everything else
-// (ErrClockBehind, ErrLeaseExpired, ErrTimeRange, …).
+// -2 for ErrInterrupted (the caller's context ended); -3 for ErrClockBackwards and
+// ErrClockBehindMark; -4 for ErrHighWater (leaf-go: a mark that could not be stored, e.g. on
+// a full disk, is not Leaf's -1 "clock still behind"; Leaf has no such failure), also when
+// the store's error wraps the store's own context error (a lease database that gave no
+// answer before the store's deadline: the caller was not interrupted); -2 for any other
+// error wrapping a context error; -1 for everything else (ErrClockBehind, ErrLeaseExpired,
+// ErrTimeRange, …).
 func Code(err error) int64 {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, ErrInterrupted), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrInterrupted):
 		return -2
 	case errors.Is(err, ErrClockBackwards), errors.Is(err, ErrClockBehindMark):
 		return -3
 	case errors.Is(err, ErrHighWater):
 		return -4
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return -2
 	default:
 		return -1
 	}

@@ -387,6 +387,10 @@ func TestCode(t *testing.T) {
 		{give: &snowflake.ClockBackwardsError{Behind: time.Second, Err: snowflake.ErrClockBackwards}, want: -3},
 		{give: &snowflake.ClockBackwardsError{Behind: time.Second, Err: snowflake.ErrClockBehindMark}, want: -3},
 		{give: snowflake.ErrHighWater, want: -4},
+		// A store that hit its own deadline: the mark was not stored, the caller was not
+		// interrupted (issue 23: -2 under a black-holed lease database).
+		{give: fmt.Errorf("%w: not stored (1): %w", snowflake.ErrHighWater, fmt.Errorf("renew: %w", context.DeadlineExceeded)), want: -4},
+		{give: fmt.Errorf("%w: %w", snowflake.ErrInterrupted, context.Canceled), want: -2},
 		{give: errors.New("other"), want: -1},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package snowflake_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -199,6 +200,23 @@ func TestHighWaterMarkGuard(t *testing.T) {
 	}
 	hw.failAt = 0 // the store recovers
 	mustNext(t, g)
+}
+
+// TestHighWaterStoreDeadlineCode: a mark store that failed on its own deadline (the lease
+// database gave no answer in time; the driver's error wraps context.DeadlineExceeded) is
+// ErrHighWater, code -4, for the request that waited for it: that request was not
+// interrupted, so not Leaf's -2 (issue 23: 4 of 249,537 answers under a black-holed lease
+// database were -2).
+func TestHighWaterStoreDeadlineCode(t *testing.T) {
+	hw := &failingHighWater{storeErr: fmt.Errorf("sqllease: renew worker ID 3: %w", context.DeadlineExceeded)}
+	g := newGenerator(t, snowflake.Settings{Clock: clocktest.New(start), HighWater: hw, HighWaterAhead: -1})
+	_, err := g.Next(context.Background())
+	if !errors.Is(err, snowflake.ErrHighWater) {
+		t.Fatalf("Next() = %v, want %v", err, snowflake.ErrHighWater)
+	}
+	if code := snowflake.Code(err); code != -4 {
+		t.Errorf("Code(%v) = %d, want -4 (the mark was not stored; the request was not interrupted)", err, code)
+	}
 }
 
 // gatedHighWater is a HighWater whose Store blocks until the gate is opened, ignoring its

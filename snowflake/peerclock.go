@@ -3,6 +3,7 @@ package snowflake
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -25,7 +26,9 @@ var ErrPeerClockSkew = errors.New("snowflake: local clock is off the live peers'
 // peer's offset is Reported − ReadAt (positive when the peer is ahead of us; a report read a
 // while ago is still compared at the moment it was read, so reporting intervals do not count
 // as skew). When |mean offset| > max it returns an error wrapping [ErrPeerClockSkew] that
-// names every peer with its offset. No peers, or max ≤ 0 (the check turned off), returns nil.
+// says how far this host is ahead of or behind its peers ("this host is 30 s ahead of its
+// peers") and names every peer with its offset. No peers, or max ≤ 0 (the check turned
+// off), returns nil.
 //
 // The rule is Twitter snowflake's 2010 start check (refuse when more than 10 s off the mean
 // of the peers), also described in Leaf's design article and missing from Leaf's code
@@ -39,13 +42,25 @@ func CheckPeerClock(peers []Peer, max time.Duration) error {
 	for _, p := range peers {
 		off := p.Reported.Sub(p.ReadAt)
 		sum += off
-		parts = append(parts, fmt.Sprintf("%s %+v", p.Name, off.Round(time.Millisecond)))
+		parts = append(parts, p.Name+" "+relative(off, "ahead", "behind"))
 	}
 	mean := sum / time.Duration(len(peers))
 	if mean > max || mean < -max {
-		return fmt.Errorf("%w: the peers are on average %v ahead of this host (allowed ±%v; peers: %s); "+
+		// mean > 0: the peers are ahead, so this host is behind them.
+		return fmt.Errorf("%w: this host is %s its peers on average (allowed ±%v; peers: %s); "+
 			"fix this host's clock (NTP) or raise --max-peer-clock-skew (0 turns the check off)",
-			ErrPeerClockSkew, mean.Round(time.Millisecond), max, strings.Join(parts, ", "))
+			ErrPeerClockSkew, relative(-mean, "ahead of", "behind"), max, strings.Join(parts, ", "))
 	}
 	return nil
+}
+
+// relative says d, rounded to the millisecond, in seconds without its sign,
+// followed by ahead when d > 0 and by behind otherwise: "30 s ahead of",
+// "0.25 s behind".
+func relative(d time.Duration, ahead, behind string) string {
+	word := ahead
+	if d <= 0 {
+		word, d = behind, -d
+	}
+	return strconv.FormatFloat(d.Round(time.Millisecond).Seconds(), 'f', -1, 64) + " s " + word
 }

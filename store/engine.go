@@ -40,9 +40,10 @@ const (
 	// granted within innodb_lock_wait_timeout.
 	RetryLockWaitTimeout = "lock_wait_timeout"
 	// RetryWriteConflict is a conflict with a concurrent transaction found
-	// by the engine's concurrency control: TiDB 8002, 8005, 8022 and 9007,
-	// and SQLSTATE 40001 (PostgreSQL's serialization failure, CockroachDB's
-	// "restart transaction", YugabyteDB's conflicts and read restarts).
+	// by the engine's concurrency control: TiDB 8002, 8005, 8022, 9007 and
+	// 1105 "pessimistic lock retry limit reached", and SQLSTATE 40001
+	// (PostgreSQL's serialization failure, CockroachDB's "restart
+	// transaction", YugabyteDB's conflicts and read restarts).
 	RetryWriteConflict = "write_conflict"
 	// RetrySchemaChanged is TiDB 8028: a concurrent DDL changed the
 	// information schema during the transaction.

@@ -264,6 +264,10 @@ func parseConfig(args []string, getenv func(string) string, usage func(string)) 
 	var probeFile string
 	var probePrint bool
 	pfs := newFlagSet(&probe, &probeFile, &probePrint)
+	explainValues(pfs)
+	if err := checkFlagNames(pfs, args); err != nil {
+		return loaded{}, err
+	}
 	if err := pfs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			d := DefaultConfig()
@@ -286,6 +290,7 @@ func parseConfig(args []string, getenv func(string) string, usage func(string)) 
 	l := loaded{Config: DefaultConfig(), sources: map[string]string{}, configFile: probeFile}
 	var ignoredFile string
 	fs := newFlagSet(&l.Config, &ignoredFile, &l.print)
+	explainValues(fs)
 	fs.VisitAll(func(f *flag.Flag) { l.sources[f.Name] = "default" })
 	var errs []error
 	if l.configFile != "" {

@@ -478,7 +478,7 @@ func TestCustomLayout(t *testing.T) {
 }
 
 // TestPortTakenFailsBeforeSideEffects: a taken port stops the start before
-// any migration, demo row or worker ID claim.
+// any migration, demo row or worker ID claim, naming the address.
 func TestPortTakenFailsBeforeSideEffects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped in -short mode: runs the leaf-server binary")
@@ -494,6 +494,13 @@ func TestPortTakenFailsBeforeSideEffects(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "address already in use") {
 		t.Fatalf("leaf-server on a taken port: %v\n%s\nwant exit 1 saying the address is in use", err, out)
+	}
+	// The refusal names the address and the setting, and says what to do
+	// (issue 23 item 5).
+	for _, want := range []string{"listen on " + ln.Addr().String() + " (--listen)", "is in use by another process", "choose another address with --listen"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("leaf-server on a taken port says:\n%s\nwant %q", out, want)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
 		t.Errorf("data dir created before the port was bound (stat: %v)", err)

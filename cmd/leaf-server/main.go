@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -72,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	// Bind first: a taken port fails the start before any migration runs or
 	// any worker ID is claimed. Connections queue until Serve.
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listen(cfg.Listen, "listen", l.sources["listen"])
 	if err != nil {
 		return err
 	}
@@ -80,9 +79,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// and its "already closed" error says nothing.
 	defer func() { _ = ln.Close() }()
 	if cfg.PprofListen != "" {
-		pln, err := net.Listen("tcp", cfg.PprofListen)
+		pln, err := listen(cfg.PprofListen, "pprof-listen", l.sources["pprof-listen"])
 		if err != nil {
-			return fmt.Errorf("pprof listener: %w", err)
+			return err
 		}
 		psrv := &http.Server{Handler: pprofHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = psrv.Serve(pln) }()

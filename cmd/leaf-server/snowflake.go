@@ -367,7 +367,7 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		o.Clock = leaseClock(clock)
 		w, err := etcdworker.Claim(ctx, o)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, etcdStartError(ctx, cfg.EtcdEndpoints, err)
 		}
 		return w, w.Lost(), nil
 	default: // static

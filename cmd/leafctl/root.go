@@ -75,7 +75,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 3 bench saw a duplicate ID.`,
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usagef("%w (see %s --help)", err, cmd.CommandPath())
+		return usagef("%w (see %s --help)", explainFlagError(cmd, err), cmd.CommandPath())
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.dsn, "dsn", defaultDSN, "leaf_alloc database: sqlite:<path>, postgres://user:pass@host:5432/db, mysql://user:pass@tcp(host:3306)/db (env LEAF_SEGMENT_DSN)")

@@ -139,16 +139,21 @@ const seedLockWait = 10 * time.Second
 // seedWorkers inserts the rows of minWorker..maxWorker that do not exist yet, under a
 // named lock, so that concurrent claimers never meet each other's row locks
 // of half-inserted or duplicate rows (SKIP LOCKED would skip those rows and
-// hand out a higher ID than the lowest free one).
+// hand out a higher ID than the lowest free one). It is re-run whole on the
+// errors Allocate retries: TiDB runs GET_LOCK as a pessimistic transaction
+// of its own, which fails with 1105 "pessimistic lock retry limit reached"
+// when many servers take the lock at once (16 claimers at once in TestTiDB
+// met it once). Re-running is safe: the rows still missing are listed again
+// and inserted with INSERT IGNORE.
 func (s *Store) seedWorkers(ctx context.Context, minWorker, maxWorker int64) error {
 	if n, err := countWorkers(ctx, s.db, minWorker, maxWorker); err != nil || n == maxWorker-minWorker+1 {
 		return err
 	}
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("claim worker ID: %w", err)
-	}
-	defer conn.Close()
+	return s.inTx(ctx, func(conn *sql.Conn) error { return seedWorkersOn(ctx, conn, minWorker, maxWorker) })
+}
+
+// seedWorkersOn is one attempt of seedWorkers on conn.
+func seedWorkersOn(ctx context.Context, conn *sql.Conn, minWorker, maxWorker int64) error {
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", seedLockName, int(seedLockWait/time.Second)).Scan(&got); err != nil {
 		return fmt.Errorf("claim worker ID: lock %q: %w", seedLockName, err)

@@ -52,13 +52,26 @@ const (
 	// tidbWriteConflict is TiDB's 9007: an optimistic transaction met a write
 	// conflict in TiKV at COMMIT and was rolled back.
 	tidbWriteConflict = 9007
+	// tidbLockRetryLimit is TiDB's 1105, retried only with the message
+	// tidbLockRetryLimitMsg: a statement of a pessimistic transaction (or
+	// GET_LOCK, which TiDB runs as one) met a write conflict on every one of
+	// its pessimistic-txn.max-retry-count re-runs and failed; TiDB rolled
+	// the statement back. 1105 is ER_UNKNOWN_ERROR, TiDB's code for any
+	// error without a MySQL number of its own, so the number alone says
+	// nothing: any other 1105 is not retried.
+	tidbLockRetryLimit = 1105
 )
+
+// tidbLockRetryLimitMsg is the whole message of TiDB's tidbLockRetryLimit
+// error (pkg/executor/adapter.go, handlePessimisticLockError).
+const tidbLockRetryLimitMsg = "pessimistic lock retry limit reached"
 
 // retryCodes are the error numbers counted by [Store.RetryStats], in the
 // order of Store.retries.
 var retryCodes = [...]uint16{
 	erWsrepNotReady, erLockWaitTimeout, erLockDeadlock,
 	tidbForUpdateConflict, tidbStaleWriteConflict, tidbTxnRetryable, tidbSchemaChanged, tidbWriteConflict,
+	tidbLockRetryLimit,
 }
 
 // retryCauseNames are the [store.RetryCauses] of retryCodes, index for
@@ -66,6 +79,7 @@ var retryCodes = [...]uint16{
 var retryCauseNames = [numCauses]string{
 	store.RetryNodeNotReady, store.RetryLockWaitTimeout, store.RetryDeadlock,
 	store.RetryWriteConflict, store.RetryWriteConflict, store.RetryWriteConflict, store.RetrySchemaChanged, store.RetryWriteConflict,
+	store.RetryWriteConflict,
 	store.RetryConnection,
 }
 
@@ -89,10 +103,14 @@ const maxConflictWait = 10 * time.Second
 // with one host the next attempt would meet the same dead server, and
 // failing fast leaves the decision to the caller's backoff. A connection
 // lost during COMMIT leaves its outcome unknown; re-running can then only
-// leave the first range unused, never hand one out twice.
+// leave the first range unused, never hand one out twice. TiDB's catch-all
+// 1105 is a cause only with the message tidbLockRetryLimitMsg.
 func retryCause(err error, multiHost bool) int {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
+		if me.Number == tidbLockRetryLimit && me.Message != tidbLockRetryLimitMsg {
+			return -1
+		}
 		for i, c := range retryCodes {
 			if me.Number == c {
 				return i
@@ -136,7 +154,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // connection, while it fails with a retryable error (retryCause), for at
 // most maxConflictWait and while ctx lasts. fn must do all its work in a
 // transaction of its own that it rolls back on error, so that a failed
-// attempt leaves nothing behind. A connection that failed with a node-level
+// attempt leaves nothing behind, or work that is idempotent (seedWorkers). A connection that failed with a node-level
 // or connection error is discarded rather than returned to the pool.
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Conn) error) error {
 	giveUp := time.Now().Add(maxConflictWait)
@@ -168,8 +186,8 @@ func (s *Store) inTx(ctx context.Context, fn func(*sql.Conn) error) error {
 // cause, since Open: the keys are the MySQL/MariaDB/TiDB error numbers
 // "1047" (Galera node not ready), "1205" (lock wait timeout), "1213"
 // (deadlock, Galera certification conflict), "8002", "8005", "8022", "8028",
-// "9007" (TiDB conflicts), and "conn" (a lost connection: see
-// retryCause). Every key is present, zero or not. Safe for concurrent use.
+// "9007" (TiDB conflicts), "1105" (only TiDB's "pessimistic lock retry limit
+// reached"), and "conn" (a lost connection: see retryCause). Every key is present, zero or not. Safe for concurrent use.
 func (s *Store) RetryStats() map[string]uint64 {
 	m := make(map[string]uint64, numCauses)
 	for i, c := range retryCodes {
@@ -182,7 +200,8 @@ func (s *Store) RetryStats() map[string]uint64 {
 // RetryCounts returns how many times the store re-ran a transaction since
 // Open, per [store.RetryCauses] name: RetryStats summed by cause (1213 is
 // "deadlock", 1205 "lock_wait_timeout", 1047 "node_not_ready", TiDB's 8002,
-// 8005, 8022 and 9007 "write_conflict", 8028 "schema_changed", a lost
+// 8005, 8022, 9007 and 1105 (pessimistic lock retry limit) "write_conflict",
+// 8028 "schema_changed", a lost
 // connection "connection"). Every cause this store can meet is present, zero
 // or not. api reads it for leaf_store_retries_total. Safe for concurrent use.
 func (s *Store) RetryCounts() map[string]uint64 {

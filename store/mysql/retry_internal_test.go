@@ -16,7 +16,8 @@ import (
 )
 
 // TestRetryCause covers the codes that the local MariaDB cannot be made to
-// send (Galera's 1047, TiDB's 8002, 8005, 8022, 8028, 9007) and the errors
+// send (Galera's 1047, TiDB's 8002, 8005, 8022, 8028, 9007 and its 1105 with
+// "pessimistic lock retry limit reached", but no other 1105) and the errors
 // that must never be retried.
 func TestRetryCause(t *testing.T) {
 	wrap := func(n uint16) error { return fmt.Errorf("allocate %q: %w", "t", &mysql.MySQLError{Number: n}) }
@@ -35,6 +36,10 @@ func TestRetryCause(t *testing.T) {
 		{"tidb commit retryable", wrap(8022), false, "8022"},
 		{"tidb schema changed", wrap(8028), false, "8028"},
 		{"tidb write conflict", wrap(9007), false, "9007"},
+		{"tidb pessimistic lock retry limit", fmt.Errorf("claim worker ID: lock %q: %w", "l", &mysql.MySQLError{Number: 1105, Message: "pessimistic lock retry limit reached"}), false, "1105"},
+		{"tidb other 1105", &mysql.MySQLError{Number: 1105, Message: "runtime error: index out of range"}, true, ""},
+		{"tidb 1105 without message", wrap(1105), true, ""},
+		{"other code, lock retry message", &mysql.MySQLError{Number: 1064, Message: "pessimistic lock retry limit reached"}, true, ""},
 		{"duplicate key", wrap(1062), true, ""},
 		{"read-only", wrap(1290), true, ""},
 		{"out of range", wrap(1690), true, ""},
@@ -87,7 +92,7 @@ func TestRetryCounts(t *testing.T) {
 		store.RetryNodeNotReady:    1047,
 		store.RetryLockWaitTimeout: 1205,
 		store.RetryDeadlock:        1213,
-		store.RetryWriteConflict:   8002 + 8005 + 8022 + 9007,
+		store.RetryWriteConflict:   8002 + 8005 + 8022 + 9007 + 1105,
 		store.RetrySchemaChanged:   8028,
 		store.RetryConnection:      5,
 	}

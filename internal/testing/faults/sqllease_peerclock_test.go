@@ -54,7 +54,7 @@ func sqlLeasePeerClock(t *testing.T, kind string) {
 	if code != 1 {
 		t.Errorf("leaf-server next to a peer 30 s ahead: exit %d, want 1\n%s", code, out)
 	}
-	for _, want := range []string{"ahead of this host", "peers: worker 0 (", "--max-peer-clock-skew"} {
+	for _, want := range []string{"this host is ", " s behind its peers", "peers: worker 0 (", "--max-peer-clock-skew"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("refusal does not mention %q:\n%s", want, out)
 		}

@@ -35,7 +35,10 @@ import (
 //     3 clients per server for 4 s; 0 errors and 0 duplicates, every ID
 //     below the final max_id. TiDB has no triggers, so there is no audit of
 //     committed ranges here; the retries the servers made are read from
-//     their /metrics (leaf_store_retries_total);
+//     their /metrics (leaf_store_retries_total). Right after each row the
+//     same load runs on 3 leaf-servers sharing one database of the local
+//     MariaDB (LEAF_TEST_MYSQL_DSN): the baseline of BENCHMARKS.md's TiDB
+//     rows (IDs per second, same run);
 //   - the SQL lease claim: 16 claimers at once, each on a store of its own,
 //     claim worker IDs of 0..1023: 16 leases, 16 distinct worker IDs.
 //
@@ -131,17 +134,28 @@ func tidbManyServers(t *testing.T, dbDSN, mode string) {
 	if warned := strings.Contains(servers[0].Logs(), "tidb_txn_mode=optimistic"); warned != (mode == "optimistic") {
 		t.Errorf("leaf-server in %s mode warned about optimistic transactions: %v, want %v; logs:\n%s", mode, warned, mode == "optimistic", servers[0].Logs())
 	}
+	base := newDB(t, "mysql")
+	baseServers := make([]*servertest.Proc, 3)
+	for i := range baseServers {
+		baseServers[i] = start(t, t.TempDir(), "--segment-dsn", base.direct, "--migrate=false", "--snowflake=false", "--wait-timeout", wait.String())
+	}
 	const run = 4 * time.Second
 	for _, step := range []int64{1, 10, 1000} {
 		tag := "many" + strconv.FormatInt(step, 10)
 		d.create(t, tag, 1, step)
+		base.create(t, tag, 1, step)
 		before := serverRetries(t, servers)
 		tl := loadFor(servers, tag, 3, run, wait)
 		after := serverRetries(t, servers)
+		bl := loadFor(baseServers, tag, 3, run, wait)
 		r := check(t, tl, nil, tag) // no triggers on TiDB: no audit of committed ranges
 		if len(r.Errors) > 0 {
 			t.Errorf("step %d: errors %v, want none", step, r.Errors)
 		}
+		rb := check(t, bl, base, tag)
+		ratio := float64(r.IDs) / float64(max(rb.IDs, 1))
+		t.Logf("step %d: TiDB (%s) %d IDs in %v (%.0f/s), one MariaDB %d IDs (%.0f/s): TiDB/MariaDB = %.2f",
+			step, mode, r.IDs, run, float64(r.IDs)/run.Seconds(), rb.IDs, float64(rb.IDs)/run.Seconds(), ratio)
 		maxID := d.maxID(t, tag)
 		ids, _, _, _ := tl.snapshot()
 		for _, id := range ids {
@@ -168,8 +182,9 @@ func tidbManyServers(t *testing.T, dbDSN, mode string) {
 		r.Scenario = "12 TiDB (" + mode + "): many servers"
 		r.Size = fmt.Sprintf("3 servers on one TiDB (unistore), step %d, 3 clients per server, %v", step, run)
 		r.Recovery = "n/a"
-		r.Note = fmt.Sprintf("max_id %d; transactions re-run: %d (%s; %.0f per 10^6 IDs); no audit (TiDB has no triggers): every ID below max_id",
-			maxID, total, strings.Join(retries, ", "), perM)
+		r.Note = fmt.Sprintf("max_id %d; transactions re-run: %d (%s; %.0f per 10^6 IDs); no audit (TiDB has no triggers): every ID below max_id; "+
+			"baseline 3 servers on one MariaDB: %d IDs (TiDB/MariaDB = %.2f)",
+			maxID, total, strings.Join(retries, ", "), perM, rb.IDs, ratio)
 		r.Cmd = "make tidb"
 		report.add(t, r)
 	}
