@@ -44,8 +44,8 @@ func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, 
 		code = -3
 	}
 	if code != -2 && code != -5 {
-		// Unknown tags and a spent lookup limit are the caller's doing;
-		// everything else is ours.
+		// Unknown tags and a full lookup queue (a flood of unknown names)
+		// are the callers' doing; everything else is ours.
 		h.logIDFailure(r.Context(), "id request failed",
 			err, code, slog.String("path", r.URL.Path), slog.Int64("code", code),
 			slog.String("request_id", requestID(r)))

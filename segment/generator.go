@@ -75,7 +75,7 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 		return nil, err
 	}
 	g := &Generator{st: st, cfg: cfg, clock: cfg.Clock, log: cfg.Logger, marks: cfg.Marks,
-		misses: negCache{}, refreshTurn: make(chan struct{}, 1)}
+		refreshTurn: make(chan struct{}, 1)}
 	g.highs = map[string]int64{}
 	if g.marks != nil {
 		m, err := g.marks.Load(ctx)

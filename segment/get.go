@@ -15,8 +15,7 @@ import (
 // is done.
 //
 // Errors (see Code): [ErrTagNotFound] for a tag without a row (remembered for
-// two seconds after a lookup found none, and for any tag not in the cache
-// when miss lookups are disabled); [ErrNoSegment] when no segment is ready in
+// one second after a lookup found none); [ErrNoSegment] when no segment is ready in
 // time, the load failed, the tag is in backoff after a failure (wrapping
 // the store error, or ctx's cause when ctx ended the wait), or the lookup of
 // a tag not in the cache failed or took longer than [Config.WaitTimeout];

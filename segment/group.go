@@ -200,7 +200,7 @@ func NewGroups(ctx context.Context, gen *Generator, st GroupStore, cfg GroupConf
 		return nil, err
 	}
 	gs := &Groups{gen: gen, st: st, cfg: cfg, log: cfg.Logger, hw: hw, done: make(chan struct{}),
-		reloadTurn: make(chan struct{}, 1), misses: negCache{}}
+		reloadTurn: make(chan struct{}, 1)}
 	gs.lookups.find = gs.findGroups
 	empty := map[string]*grouped{}
 	gs.decls.Store(&empty)
@@ -471,8 +471,9 @@ func (gs *Groups) Template(tag string) (*bizno.Template, error) {
 // store the high-water mark or create the period's row (no ID handed out);
 // [Generator.Get]'s errors; [bizno.ErrWidth] when a sequence passes the
 // template's width (the period is full: refused, never widened or
-// wrapped). On error the IDs taken so far are skipped and dst is returned
-// as given.
+// wrapped); for a tag not known here, the errors of its lookup in
+// leaf_group ([ErrMissLimited], [ErrNoSegment]; see [Groups.Find]). On
+// error the IDs taken so far are skipped and dst is returned as given.
 func (gs *Groups) Next(ctx context.Context, tag string, n int, dst []string) ([]string, error) {
 	g, err := gs.lookup(ctx, tag)
 	if err != nil {
@@ -607,7 +608,8 @@ func (gs *Groups) ensure(ctx context.Context, g *grouped, key string) (*Tag, err
 		g.mu.Unlock()
 	}
 	if (*gs.gen.cache.Load())[row] == nil {
-		// Make the row known without a (rate-limited) miss lookup.
+		// Make the row known without a miss lookup, which a miss of its
+		// name remembered just before would answer "not found".
 		if err := gs.gen.Refresh(ctx); err != nil {
 			return nil, err
 		}

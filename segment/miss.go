@@ -159,38 +159,48 @@ func (r *lookupRound[T]) wait(ctx context.Context, g *Generator, name string) (v
 
 // negCache is a negative cache: the names a lookup found without a row,
 // with the time of the lookup, remembered for missTTL, at most maxMisses
-// of them. Its owner's mutex guards it.
-type negCache map[string]time.Time
+// of them. It keeps two generations: names go into cur; when cur is
+// missTTL old or holds maxMisses/2 names it becomes prev (the old prev is
+// dropped whole), so that adding a name never sweeps the cache. A name may
+// be forgotten early (then it is looked up again, batched with others).
+// Its owner's mutex guards it.
+type negCache struct {
+	cur, prev map[string]time.Time
+	// since is when cur was started.
+	since time.Time
+}
 
 // has reports whether name was found without a row less than missTTL
-// before now; an expired entry is dropped.
-func (c negCache) has(now time.Time, name string) bool {
-	at, ok := c[name]
-	if ok && now.Sub(at) < missTTL {
-		return true
+// before now.
+func (c *negCache) has(now time.Time, name string) bool {
+	at, ok := c.cur[name]
+	if !ok {
+		at, ok = c.prev[name]
 	}
-	if ok {
-		delete(c, name)
-	}
-	return false
+	return ok && now.Sub(at) < missTTL
 }
 
-// add remembers name as found without a row at now. Expired entries are
-// swept when the cache is full; a name that finds it still full is not
-// remembered (it is looked up again, batched with the others).
-func (c negCache) add(now time.Time, name string) {
-	if len(c) >= maxMisses {
-		for t, at := range c {
-			if now.Sub(at) >= missTTL {
-				delete(c, t)
+// add remembers name as found without a row at now.
+func (c *negCache) add(now time.Time, name string) {
+	if c.cur == nil || now.Sub(c.since) >= missTTL || len(c.cur) >= maxMisses/2 {
+		c.prev, c.cur, c.since = c.cur, make(map[string]time.Time), now
+	}
+	c.cur[name] = now
+}
+
+// forget drops the names for which drop returns true.
+func (c *negCache) forget(drop func(name string) bool) {
+	for _, m := range []map[string]time.Time{c.cur, c.prev} {
+		for t := range m {
+			if drop(t) {
+				delete(m, t)
 			}
 		}
-		if len(c) >= maxMisses {
-			return
-		}
 	}
-	c[name] = now
 }
+
+// len is the number of names held, expired ones included.
+func (c *negCache) len() int { return len(c.cur) + len(c.prev) }
 
 // findTags is the find of the generator's lookup rounds: the names among
 // names that have a leaf_alloc row.
@@ -238,15 +248,19 @@ func (g *Generator) probe(ctx context.Context, tag string) (*buffer, error) {
 		g.misses.add(g.clock.Now(), tag)
 		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
 	}
-	b := g.newBuffer(tag)
-	b.probe = true
-	m := maps.Clone(old)
-	if m == nil {
-		m = map[string]*buffer{}
+	// One copy of the cache for every tag the round found (each has a
+	// request waiting for it), not one per tag.
+	m := make(map[string]*buffer, len(old)+len(r.found))
+	maps.Copy(m, old)
+	for t := range r.found {
+		if m[t] == nil {
+			b := g.newBuffer(t)
+			b.probe = true
+			m[t] = b
+		}
 	}
-	m[tag] = b
 	g.cache.Store(&m)
-	return b, nil
+	return m[tag], nil
 }
 
 // probeCached answers a miss from memory: the buffer of tag if one was added

@@ -20,8 +20,9 @@
 // answers -3 there too).
 //
 // Deliberately unlike Leaf: a tag missing from the cache is looked up in the
-// database at once (rate-limited: past the limit it is -3, retry later)
-// instead of waiting up to a minute for the refresh; a failed load backs off
+// database at once, many names per query (miss.go; -5 when too many
+// unknown names wait, retry later) instead of waiting up to a minute for
+// the refresh; a failed load backs off
 // exponentially instead of being retried on every request; a step below the
 // step column (raised by an operator) is lifted to it; a segment with IDs
 // below 1 is cut at 1 (refused if empty); and a segment starting below the

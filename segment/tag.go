@@ -17,7 +17,7 @@ import (
 // finds the row gone) drops the tag, the handle's next Get looks the tag up
 // again exactly as [Generator.Get] would, so it answers [ErrTagNotFound] while
 // the row is missing and serves again once the row is back (a tag not in
-// the cache is a miss lookup, rate-limited as for Get). A tag deleted
+// the cache is a miss lookup, as for Get). A tag deleted
 // and re-created with a lower max_id is refused like any rewound table
 // ([ErrNoSegment] wrapping [ErrRewound]), because the high-water mark outlives
 // the buffer. After Close, Get answers [ErrClosed].
