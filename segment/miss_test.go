@@ -104,7 +104,7 @@ func TestMissQueueBound(t *testing.T) {
 	db := openDB(t, sqliteDB.dsn(t))
 	db.Create(t, "real", 5, 100)
 	bs := &blockedFind{Store: db.Store, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	g := newGen(t, bs, segment.Config{WaitTimeout: time.Minute})
+	g := newGen(t, bs, segment.Config{WaitTimeout: time.Minute, LoadTimeout: time.Minute})
 	ctx := context.Background()
 	errs := make(chan error, 2)
 	go func() { _, err := g.Get(ctx, "first"); errs <- err }()
