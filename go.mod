@@ -21,7 +21,6 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.27.1
 	golang.org/x/sys v0.50.0
-	golang.org/x/time v0.16.0
 	modernc.org/sqlite v1.62.0
 )
 

@@ -193,7 +193,7 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 	if h.d.Segment != nil {
 		// Re-read the tag list, so that the new tag is served at once even
 		// when a request just before found it missing (the generator
-		// remembers a miss for 2 s). A failure leaves that to the refresh
+		// remembers a miss for 1 s). A failure leaves that to the refresh
 		// loop; the row exists either way.
 		if err := h.d.Segment.Refresh(r.Context()); err != nil {
 			h.d.Logger.Warn("admin create: tag list not re-read", "biz_tag", row.BizTag, "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -132,19 +133,28 @@ func TestSegmentGetUnknownTagIsLeafError(t *testing.T) {
 	}
 }
 
-// TestMissLookupLimitSpentIsRetryable: a tag not in the cache that finds the
-// client's miss-lookup limit spent was not looked up: Leaf's route answers
-// -5 (its own code, not -3, which points at the database), the JSON API 429
-// miss_lookup_limited with Retry-After, never "not found".
-func TestMissLookupLimitSpentIsRetryable(t *testing.T) {
+// blockedFind is a store whose FindTags (the miss lookup) waits for its
+// context: a lookup round that hangs on the database.
+type blockedFind struct{ store.Store }
+
+func (b blockedFind) FindTags(ctx context.Context, _ []string) ([]string, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestMissLookupQueueFullIsRetryable: a tag not in the cache that finds the
+// next lookup round full (8,192 names waiting while a round hangs) was not
+// looked up: Leaf's route answers -5 (its own code, not -3, which points at
+// the database), the JSON API 429 miss_lookup_limited with Retry-After,
+// never "not found".
+func TestMissLookupQueueFullIsRetryable(t *testing.T) {
 	ctx := context.Background()
 	st, err := dsn.Open(ctx, dbtest.SQLite(t), true)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
-	// One token, refilled after ~17 minutes: spent for the whole test.
-	gen, err := segment.New(ctx, st, segment.Config{MissLookupRate: 0.001, MissLookupBurst: 1})
+	gen, err := segment.New(ctx, blockedFind{st}, segment.Config{LoadTimeout: time.Hour})
 	if err != nil {
 		t.Fatalf("segment.New: %v", err)
 	}
@@ -152,11 +162,18 @@ func TestMissLookupLimitSpentIsRetryable(t *testing.T) {
 	srv := httptest.NewServer(api.NewHandler(api.Deps{Segment: gen, Store: st}))
 	t.Cleanup(srv.Close)
 
-	if got := do(t, "GET", srv.URL+"/api/segment/get/typo"); got.status != 500 || !strings.Contains(got.body, "id=-2") {
-		t.Fatalf("GET typo = %d %s, want 500 id=-2 (looked up, no row)", got.status, got.body)
-	}
-	if err := st.Create(ctx, store.Row{BizTag: "new", MaxID: 1, Step: 10}); err != nil {
-		t.Fatalf("Create: %v", err)
+	// A cancelled context leaves its name in the round and returns at once:
+	// the first round hangs, the next one fills.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	for i := 0; ; i++ {
+		_, err := gen.Get(gone, fmt.Sprintf("queued-%d", i))
+		if errors.Is(err, segment.ErrMissLimited) {
+			break
+		}
+		if i > 3*8192 { // the first round takes what joins in its window, the next 8,192
+			t.Fatalf("Get(queued-%d) = %v: the lookup queue never filled", i, err)
+		}
 	}
 	if got := do(t, "GET", srv.URL+"/api/segment/get/new"); got.status != 500 || !strings.Contains(got.body, "Result{id=-5, status=EXCEPTION}") {
 		t.Errorf("GET /api/segment/get/new = %d %s, want 500 id=-5", got.status, got.body)
@@ -168,7 +185,7 @@ func TestMissLookupLimitSpentIsRetryable(t *testing.T) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), `"code":"miss_lookup_limited"`) ||
-		!strings.Contains(string(body), `"leafCode":-5`) || !strings.Contains(string(body), "lookups of unknown tags") {
+		!strings.Contains(string(body), `"leafCode":-5`) || !strings.Contains(string(body), "names wait for the next lookup round") {
 		t.Errorf("GET /api/v1/segment/new = %d Retry-After %q %s, want 429 miss_lookup_limited with Retry-After, leafCode -5 and the reason",
 			resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}

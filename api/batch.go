@@ -97,7 +97,10 @@ func (h *handler) segmentBatch(w http.ResponseWriter, r *http.Request) {
 	ids := make([]string, 0, n)
 	var buf [20]byte
 	for range n {
-		id, err := h.d.Segment.GetFor(r.Context(), tag, clientAddr(r))
+		id, err := h.d.Segment.Get(r.Context(), tag)
+		if errors.Is(err, segment.ErrTagNotFound) && len(ids) == 0 && h.groupDeclaredElsewhere(r, tag) && h.groupBatchGuard(w, r, tag) {
+			return
+		}
 		if err != nil {
 			h.idError(w, r, segment.Code(err), errors.Is(err, segment.ErrTagNotFound), err)
 			return

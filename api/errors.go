@@ -44,8 +44,8 @@ func (h *handler) leafError(w http.ResponseWriter, r *http.Request, code int64, 
 		code = -3
 	}
 	if code != -2 && code != -5 {
-		// Unknown tags and a spent lookup limit are the caller's doing;
-		// everything else is ours.
+		// Unknown tags and a full lookup queue (a flood of unknown names)
+		// are the callers' doing; everything else is ours.
 		h.logIDFailure(r.Context(), "id request failed",
 			err, code, slog.String("path", r.URL.Path), slog.Int64("code", code),
 			slog.String("request_id", requestID(r)))
@@ -260,8 +260,8 @@ type apiErrorBody struct {
 }
 
 // idError answers a failed JSON-API ID request with an honest status: 404
-// for an unknown tag, 429 miss_lookup_limited with Retry-After when this
-// client's lookups of unknown tags are spent (-5), 503 with Retry-After for
+// for an unknown tag, 429 miss_lookup_limited with Retry-After when too
+// many unknown names wait for a lookup already (-5), 503 with Retry-After for
 // everything else that passes (no segment ready, clock behind), with Leaf's
 // code alongside.
 func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64, notFound bool, err error) {

@@ -65,7 +65,7 @@ func (h *handler) groupParse(w http.ResponseWriter, r *http.Request) {
 		h.disabled(w, r, "segment", segmentHow)
 		return
 	}
-	d, err := h.d.Groups.Declaration(tag)
+	d, err := h.d.Groups.Find(r.Context(), tag)
 	if err != nil {
 		h.groupError(w, r, err)
 		return
@@ -129,6 +129,18 @@ func (h *handler) groupLeafGet(w http.ResponseWriter, r *http.Request, key strin
 		h.writeID(w, r, id)
 	}
 	return true
+}
+
+// groupDeclaredElsewhere reports, for a key the plain routes found no
+// leaf_alloc row of, whether leaf_group declares it (read now, as
+// [segment.Groups.Find] does: a tag declared by leafctl or another server
+// is served on its first request, not after the next re-read).
+func (h *handler) groupDeclaredElsewhere(r *http.Request, key string) bool {
+	if h.d.Groups == nil {
+		return false
+	}
+	_, err := h.d.Groups.Find(r.Context(), key)
+	return err == nil
 }
 
 // groupBatchGuard refuses the plain batch route for a grouped tag or a

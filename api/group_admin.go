@@ -114,7 +114,7 @@ func (h *handler) groupUpdate(w http.ResponseWriter, r *http.Request) {
 	if !h.decodeBody(w, r, &in) {
 		return
 	}
-	g, err := h.d.Groups.Declaration(tag)
+	g, err := h.d.Groups.Find(r.Context(), tag)
 	if err != nil {
 		h.groupAdminError(w, r, err)
 		return
@@ -186,6 +186,10 @@ func (h *handler) groupPrune(w http.ResponseWriter, r *http.Request) {
 	if !h.decodeBody(w, r, &in) {
 		return
 	}
+	if _, err := h.d.Groups.Find(r.Context(), tag); err != nil { // declared elsewhere: read it
+		h.groupAdminError(w, r, err)
+		return
+	}
 	if in.Before == "" {
 		key, err := h.d.Groups.RetentionKey(tag, h.d.Now())
 		if err != nil {
@@ -218,6 +222,8 @@ func (h *handler) groupAdminError(w http.ResponseWriter, r *http.Request, err er
 		h.apiError(w, r, http.StatusNotFound, "not_grouped", err.Error())
 	case errors.Is(err, segment.ErrGroupDecl):
 		h.apiError(w, r, http.StatusBadRequest, "bad_group", err.Error())
+	case errors.Is(err, segment.ErrPruneLive):
+		h.apiError(w, r, http.StatusConflict, "period_live", err.Error())
 	default:
 		h.storeError(w, r, err)
 	}

@@ -212,3 +212,45 @@ func TestSnowflakeTextRoute(t *testing.T) {
 	mustStatus(t, call(t, "GET", srv.URL+"/api/v1/snowflake/text/2026-bad", "", ""), 400, "bad text")
 	mustStatus(t, call(t, "GET", srv.URL+"/api/v1/snowflake/text/-5", "", ""), 400, "negative ID")
 }
+
+// TestGroupDeclaredOnAnotherServer: a grouped tag declared through server
+// A's admin API is served by server B on its first request (B read
+// leaf_group before the declaration and re-reads it every 60 s): formatted,
+// numeric on Leaf's route, refused on the plain batch route as grouped,
+// parsed, and pruned through B. A name leaf_group does not have is 404
+// not_grouped saying so.
+func TestGroupDeclaredOnAnotherServer(t *testing.T) {
+	clock := clocktest.New(time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC))
+	d := dbtest.Postgres(t)
+	a := groupServer(t, d, clock)
+	b := groupServer(t, d, clock)
+	if got := call(t, "GET", b.URL+"/api/v1/segment/order/formatted", "", ""); got.status != 404 ||
+		!strings.Contains(got.body, `"not_grouped"`) || !strings.Contains(got.body, `leaf_group has no declaration of \"order\"`) {
+		t.Fatalf("formatted of an undeclared tag = %d %s, want 404 not_grouped saying leaf_group has none", got.status, got.body)
+	}
+	for _, decl := range []string{
+		`{"bizTag":"order","group":"day","timeZone":"UTC","format":"ORD{yyyyMMdd}{seq:6}","step":100}`,
+		`{"bizTag":"num","group":"day","timeZone":"UTC","format":"{yyyyMMdd}{seq:6}","step":100}`,
+		`{"bizTag":"plainroute","group":"year","timeZone":"UTC","format":"{yyyy}{seq:4}","step":10}`,
+		`{"bizTag":"parsed","group":"month","timeZone":"UTC","format":"P{yyyyMM}{seq:4}","step":10}`,
+		`{"bizTag":"pruned","group":"day","timeZone":"UTC","format":"{yyyyMMdd}{seq:4}","step":10}`,
+	} {
+		mustStatus(t, call(t, "POST", a.URL+"/api/v1/admin/groups", "tok", decl), 201, "declare on A")
+	}
+	clock.Add(time.Second) // past the second B remembers its miss of "order"
+	if got := mustStatus(t, call(t, "GET", b.URL+"/api/v1/segment/order/formatted", "", ""), 200, "formatted on B"); !strings.Contains(got.body, `"ORD20261201000001"`) {
+		t.Errorf("B's first formatted ID of order = %s, want ORD20261201000001", got.body)
+	}
+	if got := mustStatus(t, call(t, "GET", b.URL+"/api/segment/get/num", "", ""), 200, "Leaf route on B"); got.body != "20261201000001" {
+		t.Errorf("B's Leaf route for num = %q, want 20261201000001", got.body)
+	}
+	if got := call(t, "GET", b.URL+"/api/v1/segment/plainroute?count=1", "", ""); got.status != 400 || !strings.Contains(got.body, `"use_formatted"`) {
+		t.Errorf("B's plain batch route for a grouped tag = %d %s, want 400 use_formatted", got.status, got.body)
+	}
+	if got := mustStatus(t, call(t, "GET", b.URL+"/api/v1/segment/parsed/parse/P2026120007", "", ""), 200, "parse on B"); !strings.Contains(got.body, `"sequence":"7"`) {
+		t.Errorf("B's parse = %s, want sequence 7", got.body)
+	}
+	if got := call(t, "POST", b.URL+"/api/v1/admin/groups/pruned/prune", "tok", `{"before":"20261101"}`); got.status != 200 {
+		t.Errorf("prune through B = %d %s, want 200", got.status, got.body)
+	}
+}

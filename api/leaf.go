@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -36,7 +37,10 @@ func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
 	if h.groupLeafGet(w, r, key) { // grouped tag or period row (group.go)
 		return
 	}
-	id, err := h.d.Segment.GetFor(r.Context(), key, clientAddr(r))
+	id, err := h.d.Segment.Get(r.Context(), key)
+	if errors.Is(err, segment.ErrTagNotFound) && h.groupDeclaredElsewhere(r, key) && h.groupLeafGet(w, r, key) {
+		return
+	}
 	if err != nil {
 		h.leafError(w, r, segment.Code(err), err)
 		return

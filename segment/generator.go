@@ -7,9 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Generator hands out segment-mode IDs for every tag of a leaf_alloc table,
@@ -21,8 +18,8 @@ type Generator struct {
 	clock Clock
 	log   *slog.Logger
 	marks Marks // nil: marks are not persisted
-	// miss holds the per-client miss-lookup limiters and the lookup batch.
-	miss missLookups
+	// miss runs the lookup rounds of tags not in the cache (miss.go).
+	miss lookupQueue[struct{}]
 
 	// markFail is the last mark Marks.Store could not make durable, nil
 	// once a later Store succeeded: while it is set, new segments are
@@ -41,10 +38,9 @@ type Generator struct {
 	// mu while holding cacheMu.
 	cache   atomic.Pointer[map[string]*buffer]
 	cacheMu sync.Mutex // guards writes of cache, and misses
-	// misses holds the tags a load found without a row, with the time of
-	// the load: for missTTL probe answers ErrTagNotFound for them without
-	// another lookup. At most maxMisses entries.
-	misses map[string]time.Time
+	// misses holds the tags a lookup or load found without a row: for
+	// missTTL probe answers ErrTagNotFound for them without another lookup.
+	misses negCache
 	// refreshTurn serialises Refresh calls so an older tag list never
 	// overwrites a newer one: a 1-slot semaphore (a token in the channel
 	// while a Refresh runs) rather than a mutex, so that a caller waiting
@@ -84,7 +80,7 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 		return nil, err
 	}
 	g := &Generator{st: st, cfg: cfg, clock: cfg.Clock, log: cfg.Logger, marks: cfg.Marks,
-		misses: map[string]time.Time{}, refreshTurn: make(chan struct{}, 1)}
+		refreshTurn: make(chan struct{}, 1)}
 	g.highs = map[string]int64{}
 	if g.marks != nil {
 		m, err := g.marks.Load(ctx)
@@ -94,7 +90,7 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 		g.highs = m
 		g.log.Info("segment: high-water marks loaded", "tags", len(m))
 	}
-	g.miss.limiters = map[string]*rate.Limiter{}
+	g.miss.find = g.findTags
 	empty := map[string]*buffer{}
 	g.cache.Store(&empty)
 	g.root, g.cancel = context.WithCancel(context.Background())

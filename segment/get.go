@@ -15,13 +15,12 @@ import (
 // is done.
 //
 // Errors (see Code): [ErrTagNotFound] for a tag without a row (remembered for
-// two seconds after a lookup found none, and for any tag not in the cache
-// when miss lookups are disabled); [ErrNoSegment] when no segment is ready in
+// one second after a lookup found none); [ErrNoSegment] when no segment is ready in
 // time, the load failed, the tag is in backoff after a failure (wrapping
 // the store error, or ctx's cause when ctx ended the wait), or the lookup of
 // a tag not in the cache failed or took longer than [Config.WaitTimeout];
-// [ErrMissLimited] when the tag is not in the cache and the caller's
-// miss-lookup limit is spent (retry later; see [Generator.GetFor]);
+// [ErrMissLimited] when the tag is not in the cache and too many unknown
+// names wait for a lookup already (retry later; see miss.go);
 // [ErrNotInitialized] when the tag is unknown, the tag list was never read and
 // the database does not answer; [ErrClosed] after Close.
 //
@@ -33,22 +32,7 @@ func (g *Generator) Get(ctx context.Context, tag string) (int64, error) {
 	b := (*g.cache.Load())[tag]
 	if b == nil {
 		var err error
-		if b, err = g.lookup(ctx, tag, ""); err != nil {
-			return 0, err
-		}
-	}
-	return g.next(ctx, b, nil)
-}
-
-// GetFor is Get on behalf of client, the address of the caller the
-// per-client miss-lookup limit counts against ([Config.MissLookupRate]):
-// the same as Get with [WithClient](ctx, client), without allocating a
-// context on the fast path. leaf-server passes the TCP peer's IP.
-func (g *Generator) GetFor(ctx context.Context, tag, client string) (int64, error) {
-	b := (*g.cache.Load())[tag]
-	if b == nil {
-		var err error
-		if b, err = g.lookup(ctx, tag, client); err != nil {
+		if b, err = g.lookup(ctx, tag); err != nil {
 			return 0, err
 		}
 	}
@@ -58,16 +42,14 @@ func (g *Generator) GetFor(ctx context.Context, tag, client string) (int64, erro
 // lookup returns the buffer of tag: the cached one, or for a tag not in the
 // cache a probe buffer, not yet loaded (see probe); [ErrClosed] after Close.
 // It is Get's first half; Tag and a Tag whose buffer was dropped use it too.
-// client is the caller's address for the miss-lookup limit; "" means the
-// one [WithClient] put into ctx, if any.
-func (g *Generator) lookup(ctx context.Context, tag, client string) (*buffer, error) {
+func (g *Generator) lookup(ctx context.Context, tag string) (*buffer, error) {
 	if g.closed.Load() {
 		return nil, ErrClosed
 	}
 	if b := (*g.cache.Load())[tag]; b != nil {
 		return b, nil
 	}
-	return g.probe(ctx, tag, client)
+	return g.probe(ctx, tag)
 }
 
 // next is Get's second half, shared with [Tag.Get] (t, nil for Get): the fast
@@ -108,7 +90,7 @@ func (g *Generator) slow(ctx context.Context, b *buffer, t *Tag, s *segment, n i
 	if !removed {
 		return 0, err
 	}
-	nb, err := g.lookup(ctx, t.tag, "")
+	nb, err := g.lookup(ctx, t.tag)
 	if err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,11 @@ var (
 	// ErrGroupRow is returned by [Groups.CheckPlainTag] for a plain tag
 	// named like a period row of a grouped tag ("<tag>:<digits>").
 	ErrGroupRow = errors.New("segment: biz tag collides with a grouped tag's period rows")
+	// ErrPruneLive is returned by [Groups.Prune] and [PruneGroup] for a
+	// prune that would delete a period a live server may still serve: the
+	// last period deleted must have ended at least [GroupConfig.PruneMargin]
+	// before both this host's clock and the database's.
+	ErrPruneLive = errors.New("segment: period may still be served")
 	// ErrNotNumeric is returned by [Groups.NextInt] for a template whose
 	// IDs are not plain decimal numbers that fit int64: use the formatted
 	// route.
@@ -57,6 +63,9 @@ const (
 	DefaultPrepareAhead = 5 * time.Minute
 	// DefaultGroupTick is [GroupConfig.Tick]'s default: 10 s.
 	DefaultGroupTick = 10 * time.Second
+	// DefaultPruneMargin is [GroupConfig.PruneMargin]'s default, and the
+	// margin of [PruneGroup]: 1 min.
+	DefaultPruneMargin = time.Minute
 )
 
 // GroupConfig tunes [Groups]. The zero value means the defaults.
@@ -73,6 +82,13 @@ type GroupConfig struct {
 	// every RefreshInterval (the generator's) re-reads leaf_group and
 	// prunes by retention. Default 10 s.
 	Tick time.Duration
+	// PruneMargin is how long a period must have ended, on both this
+	// host's clock and the database's ([store.GroupStore.Now]), before a
+	// prune may delete it ([ErrPruneLive]): a server whose clock is behind
+	// by less still finds the period it serves. Reading the database's
+	// clock too keeps a server whose own clock runs ahead from pruning
+	// the period every other server serves. Default 1 min.
+	PruneMargin time.Duration
 	// Clock is the source of time of period boundaries: one reading per
 	// request. Default the generator's Clock.
 	Clock Clock
@@ -112,6 +128,12 @@ type Groups struct {
 	reloadTurn chan struct{}
 
 	hw *periodMarks
+
+	// lookups reads leaf_group for names not declared here (miss.go).
+	lookups lookupQueue[store.Group]
+	missMu  sync.Mutex // guards misses
+	// misses holds the names a lookup found without a declaration.
+	misses negCache
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -155,8 +177,11 @@ func NewGroups(ctx context.Context, gen *Generator, st GroupStore, cfg GroupConf
 	if gen == nil || st == nil {
 		return nil, errors.New("segment: NewGroups needs a generator and a store")
 	}
-	if cfg.PrepareAhead < 0 || cfg.Tick < 0 {
-		return nil, fmt.Errorf("segment: GroupConfig PrepareAhead %v and Tick %v must be >= 0", cfg.PrepareAhead, cfg.Tick)
+	if cfg.PrepareAhead < 0 || cfg.Tick < 0 || cfg.PruneMargin < 0 {
+		return nil, fmt.Errorf("segment: GroupConfig PrepareAhead %v, Tick %v and PruneMargin %v must be >= 0", cfg.PrepareAhead, cfg.Tick, cfg.PruneMargin)
+	}
+	if cfg.PruneMargin == 0 {
+		cfg.PruneMargin = DefaultPruneMargin
 	}
 	if cfg.PrepareAhead == 0 {
 		cfg.PrepareAhead = DefaultPrepareAhead
@@ -176,6 +201,7 @@ func NewGroups(ctx context.Context, gen *Generator, st GroupStore, cfg GroupConf
 	}
 	gs := &Groups{gen: gen, st: st, cfg: cfg, log: cfg.Logger, hw: hw, done: make(chan struct{}),
 		reloadTurn: make(chan struct{}, 1)}
+	gs.lookups.find = gs.findGroups
 	empty := map[string]*grouped{}
 	gs.decls.Store(&empty)
 	if err := gs.Reload(ctx); err != nil {
@@ -317,13 +343,105 @@ func SplitRowTag(tag string) (base, key string, ok bool) {
 	return tag[:i], key, true
 }
 
-// lookup returns the declaration of tag.
-func (gs *Groups) lookup(tag string) (*grouped, error) {
+// declared returns the declaration of tag known to this server (read by
+// the last re-read of leaf_group, or by a lookup since). Errors:
+// [ErrNotGrouped].
+func (gs *Groups) declared(tag string) (*grouped, error) {
 	g := (*gs.decls.Load())[tag]
 	if g == nil {
-		return nil, fmt.Errorf("%w: %q", ErrNotGrouped, tag)
+		return nil, fmt.Errorf("%w: %q is not declared on this server", ErrNotGrouped, tag)
 	}
 	return g, nil
+}
+
+// lookup returns the declaration of tag: the one known to this server, or
+// for a name not known here, the one a lookup round reads from leaf_group
+// (miss.go: batched, with a negative cache), so that a tag declared by
+// leafctl or through another server is served on its first request, not
+// after the next re-read of leaf_group. Errors: [ErrNotGrouped] (leaf_group
+// has no valid declaration; remembered for missTTL), [ErrMissLimited],
+// [ErrNoSegment] when the lookup failed or was not answered within the
+// generator's WaitTimeout or ctx, [ErrClosed].
+func (gs *Groups) lookup(ctx context.Context, tag string) (*grouped, error) {
+	if g := (*gs.decls.Load())[tag]; g != nil {
+		return g, nil
+	}
+	gs.missMu.Lock()
+	miss := gs.misses.has(gs.cfg.Clock.Now(), tag)
+	gs.missMu.Unlock()
+	if miss {
+		return nil, fmt.Errorf("%w: leaf_group has no declaration of %q", ErrNotGrouped, tag)
+	}
+	r, err := gs.lookups.ask(gs.gen, tag)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not declared on this server: %w; retry later", tag, err)
+	}
+	d, found, err := r.wait(ctx, gs.gen, tag)
+	if err != nil {
+		return nil, err
+	}
+	if g := (*gs.decls.Load())[tag]; g != nil {
+		return g, nil
+	}
+	var g *grouped
+	if found {
+		if g, err = compile(d); err != nil {
+			gs.log.Error("segment: leaf_group row not served", "biz_tag", tag, "err", err)
+		}
+	}
+	if g == nil {
+		gs.missMu.Lock()
+		gs.misses.add(gs.cfg.Clock.Now(), tag)
+		gs.missMu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("%w: the declaration of %q in leaf_group is not valid: %w", ErrNotGrouped, tag, err)
+		}
+		return nil, fmt.Errorf("%w: leaf_group has no declaration of %q", ErrNotGrouped, tag)
+	}
+	return gs.adopt(ctx, g)
+}
+
+// adopt adds g, found by a lookup, to the declarations (unless a re-read
+// added it meanwhile) and returns the one served.
+func (gs *Groups) adopt(ctx context.Context, g *grouped) (*grouped, error) {
+	select {
+	case gs.reloadTurn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %q: waiting for the re-read of leaf_group under way: %w", ErrNoSegment, g.decl.BizTag, context.Cause(ctx))
+	}
+	defer func() { <-gs.reloadTurn }()
+	old := *gs.decls.Load()
+	if have := old[g.decl.BizTag]; have != nil {
+		return have, nil
+	}
+	m := maps.Clone(old)
+	m[g.decl.BizTag] = g
+	gs.decls.Store(&m)
+	return g, nil
+}
+
+// findGroups is the find of the lookup rounds of grouped tags.
+func (gs *Groups) findGroups(ctx context.Context, names []string) (map[string]store.Group, error) {
+	list, err := gs.st.FindGroups(ctx, names)
+	if err != nil {
+		return nil, fmt.Errorf("segment: look up leaf_group: %w", err)
+	}
+	found := make(map[string]store.Group, len(list))
+	for _, d := range list {
+		found[d.BizTag] = d
+	}
+	return found, nil
+}
+
+// Find returns the declaration of tag, looked up in leaf_group when this
+// server does not know it yet (see [Groups.Next]). Errors: [ErrNotGrouped],
+// [ErrMissLimited], [ErrNoSegment], [ErrClosed].
+func (gs *Groups) Find(ctx context.Context, tag string) (store.Group, error) {
+	g, err := gs.lookup(ctx, tag)
+	if err != nil {
+		return store.Group{}, err
+	}
+	return g.decl, nil
 }
 
 // Has reports whether tag is a declared grouped tag.
@@ -340,7 +458,7 @@ func (gs *Groups) IsPeriodRow(tag string) bool {
 
 // Template returns the parsed template of tag. Errors: [ErrNotGrouped].
 func (gs *Groups) Template(tag string) (*bizno.Template, error) {
-	g, err := gs.lookup(tag)
+	g, err := gs.declared(tag)
 	if err != nil {
 		return nil, err
 	}
@@ -353,10 +471,11 @@ func (gs *Groups) Template(tag string) (*bizno.Template, error) {
 // store the high-water mark or create the period's row (no ID handed out);
 // [Generator.Get]'s errors; [bizno.ErrWidth] when a sequence passes the
 // template's width (the period is full: refused, never widened or
-// wrapped). On error the IDs taken so far are skipped and dst is returned
-// as given.
+// wrapped); for a tag not known here, the errors of its lookup in
+// leaf_group ([ErrMissLimited], [ErrNoSegment]; see [Groups.Find]). On
+// error the IDs taken so far are skipped and dst is returned as given.
 func (gs *Groups) Next(ctx context.Context, tag string, n int, dst []string) ([]string, error) {
-	g, err := gs.lookup(tag)
+	g, err := gs.lookup(ctx, tag)
 	if err != nil {
 		return dst, err
 	}
@@ -389,7 +508,7 @@ func (gs *Groups) Next(ctx context.Context, tag string, n int, dst []string) ([]
 // formatted ID when the template is [bizno.Template.Numeric]. Errors:
 // [Next]'s, and [ErrNotNumeric] for any other template.
 func (gs *Groups) NextInt(ctx context.Context, tag string) (int64, error) {
-	g, err := gs.lookup(tag)
+	g, err := gs.lookup(ctx, tag)
 	if err != nil {
 		return 0, err
 	}
@@ -489,7 +608,8 @@ func (gs *Groups) ensure(ctx context.Context, g *grouped, key string) (*Tag, err
 		g.mu.Unlock()
 	}
 	if (*gs.gen.cache.Load())[row] == nil {
-		// Make the row known without a (rate-limited) miss lookup.
+		// Make the row known without a miss lookup, which a miss of its
+		// name remembered just before would answer "not found".
 		if err := gs.gen.Refresh(ctx); err != nil {
 			return nil, err
 		}

@@ -114,7 +114,7 @@ type PeriodInfo struct {
 // Periods lists the period rows of tag in leaf_alloc, oldest first.
 // Errors: [ErrNotGrouped], the store's.
 func (gs *Groups) Periods(ctx context.Context, tag string) ([]PeriodInfo, error) {
-	g, err := gs.lookup(tag)
+	g, err := gs.lookup(ctx, tag)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func periods(ctx context.Context, st GroupStore, g *grouped) ([]PeriodInfo, erro
 // never pruned. It returns the deleted rows. Errors: [ErrNotGrouped],
 // [ErrGroupDecl] for a bad or too late key, the store's.
 func (gs *Groups) Prune(ctx context.Context, tag, before string) ([]string, error) {
-	g, err := gs.lookup(tag)
+	g, err := gs.lookup(ctx, tag)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (gs *Groups) Prune(ctx context.Context, tag, before string) ([]string, erro
 	if mark := gs.hw.get(tag); mark > cur {
 		cur = mark
 	}
-	deleted, err := prune(ctx, gs.st, g, before, cur)
+	deleted, err := prune(ctx, gs.st, g, before, cur, gs.cfg.Clock.Now(), gs.cfg.PruneMargin)
 	if rerr := gs.Reload(ctx); err == nil && rerr != nil {
 		err = rerr
 	}
@@ -174,25 +174,40 @@ func (gs *Groups) Prune(ctx context.Context, tag, before string) ([]string, erro
 }
 
 // PruneGroup is [Groups.Prune] without a server (leafctl): the current
-// period is the one of now in the tag's zone. Running servers read the new
+// period is the one of now in the tag's zone, and the margin against live
+// servers is [DefaultPruneMargin]. Running servers read the new
 // pruned_before on their next leaf_group refresh.
 func PruneGroup(ctx context.Context, st GroupStore, d store.Group, before string, now time.Time) ([]string, error) {
 	g, err := compile(d)
 	if err != nil {
 		return nil, err
 	}
-	return prune(ctx, st, g, before, g.group.Key(g.group.Start(now, g.loc)))
+	return prune(ctx, st, g, before, g.group.Key(g.group.Start(now, g.loc)), now, DefaultPruneMargin)
 }
 
 // prune raises pruned_before to before, then deletes the older period rows;
-// before may not pass cur, the current period.
-func prune(ctx context.Context, st GroupStore, g *grouped, before, cur string) ([]string, error) {
+// before may not pass cur, the current period, and the period before it
+// must have ended margin before now (this host's clock) and before the
+// database's clock: a server whose clock runs a day ahead would otherwise
+// prune the period every correctly set server is serving.
+func prune(ctx context.Context, st GroupStore, g *grouped, before, cur string, now time.Time, margin time.Duration) ([]string, error) {
 	tag := g.decl.BizTag
-	if _, err := g.group.ParseKey(before, g.loc); err != nil {
+	end, err := g.group.ParseKey(before, g.loc)
+	if err != nil {
 		return nil, fmt.Errorf("%w: prune before %q: want a %s key like %s", ErrGroupDecl, before, g.group, cur)
 	}
 	if before > cur {
 		return nil, fmt.Errorf("%w: prune before %s would delete the current period %s", ErrGroupDecl, before, cur)
+	}
+	dbNow, err := st.Now(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("segment: prune %q: %w", tag, err)
+	}
+	if ready := end.Add(margin); now.Before(ready) || dbNow.Before(ready) {
+		return nil, fmt.Errorf("%w: prune of %q before %s deletes the period that ends at %s, which a server whose clock is up to %v behind still serves; "+
+			"the database's clock reads %s and this host's %s: prune after %s on both",
+			ErrPruneLive, tag, before, end.Format(time.RFC3339), margin,
+			dbNow.In(g.loc).Format(time.RFC3339), now.In(g.loc).Format(time.RFC3339), ready.Format(time.RFC3339))
 	}
 	if _, err := st.RaisePrunedBefore(ctx, tag, before); err != nil {
 		return nil, err
@@ -218,7 +233,7 @@ func prune(ctx context.Context, st GroupStore, g *grouped, before, cur string) (
 // now ("" when the retention is 0: keep all). Errors: [ErrNotGrouped].
 // [RetentionBefore] is the same for a declaration (leafctl).
 func (gs *Groups) RetentionKey(tag string, now time.Time) (string, error) {
-	g, err := gs.lookup(tag)
+	g, err := gs.declared(tag)
 	if err != nil {
 		return "", err
 	}
@@ -260,7 +275,7 @@ func (g *grouped) retentionKey(now time.Time) string {
 func (gs *Groups) PruneRetention(ctx context.Context) {
 	now := gs.cfg.Clock.Now()
 	for _, d := range gs.Declarations() {
-		g, err := gs.lookup(d.BizTag)
+		g, err := gs.declared(d.BizTag)
 		if err != nil {
 			continue
 		}
@@ -323,7 +338,7 @@ func (gs *Groups) Stats() []GroupStats {
 	now := gs.cfg.Clock.Now()
 	var out []GroupStats
 	for _, d := range gs.Declarations() {
-		g, err := gs.lookup(d.BizTag)
+		g, err := gs.declared(d.BizTag)
 		if err != nil {
 			continue
 		}
@@ -346,7 +361,7 @@ func (gs *Groups) Stats() []GroupStats {
 
 // Declaration returns the declaration of tag. Errors: [ErrNotGrouped].
 func (gs *Groups) Declaration(tag string) (store.Group, error) {
-	g, err := gs.lookup(tag)
+	g, err := gs.declared(tag)
 	if err != nil {
 		return store.Group{}, err
 	}
@@ -355,7 +370,7 @@ func (gs *Groups) Declaration(tag string) (store.Group, error) {
 
 // Location returns the time zone of tag. Errors: [ErrNotGrouped].
 func (gs *Groups) Location(tag string) (*time.Location, error) {
-	g, err := gs.lookup(tag)
+	g, err := gs.declared(tag)
 	if err != nil {
 		return nil, err
 	}

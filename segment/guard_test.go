@@ -89,11 +89,11 @@ func TestNotInitialized(t *testing.T) {
 	db := openDB(t, sqliteDB.dsn(t))
 	db.Create(t, "x", 1, 100)
 	db.Store.Close()
-	g := newGen(t, db.Store, segment.Config{MissLookupBurst: 1, MissLookupRate: 0.001})
+	g := newGen(t, db.Store, segment.Config{})
 	if g.Ready() {
 		t.Fatal("Ready() = true with the database down")
 	}
-	for i := range 2 { // the first one looks up, the second is over the limit
+	for i := range 2 { // each looks up, and the lookup fails
 		if _, err := g.Get(context.Background(), "x"); !errors.Is(err, segment.ErrNotInitialized) || segment.Code(err) != -1 {
 			t.Fatalf("Get(%q) #%d = %v, want ErrNotInitialized (-1)", "x", i, err)
 		}
@@ -115,7 +115,6 @@ func TestNewConfigErrors(t *testing.T) {
 		{"retry max below min", segment.Config{RetryMin: 10, RetryMax: 5}},
 		{"shrink below grow", segment.Config{GrowWindow: 10, ShrinkWindow: 5}},
 		{"negative max step", segment.Config{MaxStep: -1}},
-		{"negative burst", segment.Config{MissLookupBurst: -1}},
 	}
 	for _, tt := range tests {
 		if g, err := segment.New(context.Background(), db.Store, tt.give); err == nil {

@@ -162,6 +162,18 @@ func (m *memStore) Rows(context.Context) ([]store.Row, error) {
 	return out, nil
 }
 
+func (m *memStore) FindTags(_ context.Context, tags []string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, t := range tags {
+		if m.rows[t] != nil {
+			out = append(out, strings.Clone(t))
+		}
+	}
+	return out, nil
+}
+
 func (m *memStore) MaxID(_ context.Context, tag string) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

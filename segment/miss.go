@@ -4,129 +4,239 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
-// Miss lookups: a tag not in the cache is looked up in the database before
-// a buffer is made for it (docs/contract.md §2.3). Three rules keep a flood
-// of unknown names from starving the lookups of real new tags:
+// Miss lookups: a name not in the cache is looked up in the database before
+// it is served (docs/contract.md §2.3): a plain tag in leaf_alloc by
+// [Generator.Get], a grouped tag in leaf_group by [Groups]. Their cost grows
+// with the distinct names asked, not with requests, so that a flood of
+// random names from one client cannot starve another client's new tag,
+// whatever address either comes from (behind a proxy or NAT all share one);
+// no per-client limit is kept:
 //
 //   - negative cache: a name found without a row answers [ErrTagNotFound]
-//     from memory for missTTL (at most maxMisses names);
-//   - one query for many names: the names that miss within missWindow of
-//     each other are answered by one read of leaf_alloc ([Store.Rows]); while
-//     it runs, the next names gather for the next read, so at most one
-//     lookup query is in flight whatever the rate of misses;
-//   - a limit per client: each client (the address [WithClient] put into the
-//     request's context; "" for callers that set none) has its own token
-//     bucket of [Config.MissLookupRate] per second and
-//     [Config.MissLookupBurst]; a client past it gets [ErrMissLimited], and
-//     other clients' lookups go on.
+//     (or [ErrNotGrouped]) from memory for missTTL; at most maxMisses names
+//     are remembered (a name is at most 128 characters: under 2 MB);
+//   - one round for many names: a name already asked joins that round; the
+//     names that miss while a round runs (or within missWindow of the
+//     first) are asked together by the next round, one
+//     `SELECT … WHERE biz_tag IN (…)` per [store.FindChunk] names
+//     ([Store.FindTags]), so at most one round per kind is in flight
+//     whatever the rate of misses;
+//   - a bound: at most maxPending names wait for the next round; a new name
+//     past it gets [ErrMissLimited] (retry later).
 //
-// A request waits for its lookup at most [Config.WaitTimeout] (and until its
-// context ends); a found tag then loads its first segment like any first
-// use.
+// A request waits for its round at most [Config.WaitTimeout] (and until its
+// context ends); a round's queries are bounded by [Config.LoadTimeout]. A
+// tag found then loads its first segment like any first use.
 const (
-	missTTL   = 2 * time.Second
-	maxMisses = 1024
-	// missWindow is how long a lookup waits for other names to share its
-	// query.
+	missTTL   = time.Second
+	maxMisses = 8192
+	// missWindow is how long the first name of a round waits for other
+	// names to share its query.
 	missWindow = 5 * time.Millisecond
-	// maxMissClients bounds the per-client limiters kept; past it, limiters
-	// at full burst (idle clients) are dropped, and if none is, new clients
-	// share one limiter.
-	maxMissClients = 4096
+	// maxPending bounds the names waiting for the next round (each has a
+	// request waiting for it).
+	maxPending = 8192
 )
 
-type clientKey struct{}
+// lookupQueue runs the lookup rounds of one kind of name (leaf_alloc tags,
+// leaf_group declarations); find reads the rows of a round's names and
+// returns what it found of each.
+type lookupQueue[T any] struct {
+	find func(ctx context.Context, names []string) (map[string]T, error)
 
-// WithClient returns a copy of ctx naming the client of the request, for the
-// per-client miss-lookup limit: an address the caller trusts (leaf-server
-// passes the TCP peer's IP, never a forwarded header). "" is the client of
-// every call without one.
-func WithClient(ctx context.Context, client string) context.Context {
-	return context.WithValue(ctx, clientKey{}, client)
-}
-
-func clientOf(ctx context.Context) string {
-	c, _ := ctx.Value(clientKey{}).(string)
-	return c
-}
-
-// overflowClient is the limiter key shared by new clients once
-// maxMissClients limiters are busy.
-const overflowClient = "\x00overflow"
-
-// missLookups holds the per-client limiters and the batch of names waiting
-// for the next lookup query.
-type missLookups struct {
-	mu       sync.Mutex // guards every field below
-	limiters map[string]*rate.Limiter
-	// pending gathers the names of the next query; nil when none waits.
-	// inflight is the query under way; nil when none is.
-	pending, inflight *missBatch
-	// running is true while missLoop runs (gathering or querying).
+	mu sync.Mutex // guards pending, inflight and running
+	// pending gathers the names of the next round; nil when none waits.
+	// inflight is the round under way; nil when none is.
+	pending, inflight *lookupRound[T]
+	// running is true while run runs (gathering or querying).
 	running bool
 }
 
-// missBatch is one lookup query: the names asked, and once done is closed,
-// which of them have a row, or the query's error.
-type missBatch struct {
+// lookupRound is one round: the names asked, and once done is closed, what
+// was found of them, or the round's error.
+type lookupRound[T any] struct {
 	names map[string]struct{}
 	done  chan struct{}
-	found map[string]bool
+	found map[string]T
 	err   error
+}
+
+// ask returns the round that asks for name: the one waiting or under way
+// that already has it, else the next one, started on g's goroutines if
+// none runs. Errors: [ErrMissLimited] when maxPending names wait already.
+func (q *lookupQueue[T]) ask(g *Generator, name string) (*lookupRound[T], error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, r := range []*lookupRound[T]{q.pending, q.inflight} {
+		if r != nil {
+			if _, ok := r.names[name]; ok {
+				return r, nil
+			}
+		}
+	}
+	if q.pending == nil {
+		q.pending = &lookupRound[T]{names: map[string]struct{}{}, done: make(chan struct{})}
+	}
+	r := q.pending
+	if len(r.names) >= maxPending {
+		return nil, fmt.Errorf("%w: %d names wait for the next lookup round", ErrMissLimited, len(r.names))
+	}
+	r.names[name] = struct{}{}
+	if !q.running {
+		q.running = true
+		if !g.spawn(func() { q.run(g) }) {
+			q.running, q.pending = false, nil
+			r.err = ErrClosed
+			close(r.done)
+		}
+	}
+	return r, nil
+}
+
+// run runs rounds while names are waiting: it lets missWindow pass so that
+// names missing together share a round, takes the pending round, runs find
+// once (bounded by [Config.LoadTimeout]) and answers every name of it. It
+// returns when no name waits, or when g is closed.
+func (q *lookupQueue[T]) run(g *Generator) {
+	for {
+		t := time.NewTimer(missWindow)
+		select {
+		case <-t.C:
+		case <-g.root.Done():
+			t.Stop()
+		}
+		q.mu.Lock()
+		r := q.pending
+		q.pending, q.inflight = nil, r
+		if r == nil {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		if g.root.Err() != nil {
+			r.err = ErrClosed
+			close(r.done)
+			continue // answers any round that gathered meanwhile, then returns
+		}
+		ctx, cancel := context.WithTimeout(g.root, g.cfg.LoadTimeout)
+		found, err := q.find(ctx, slices.Collect(maps.Keys(r.names)))
+		cancel()
+		q.mu.Lock()
+		r.found, r.err, q.inflight = found, err, nil
+		q.mu.Unlock()
+		close(r.done)
+	}
+}
+
+// wait waits for r to answer name, at most [Config.WaitTimeout] and until
+// ctx ends, and returns what it found of name (ok false: no row). Errors:
+// [ErrNoSegment] when the wait ended first (wrapping ctx's cause), or
+// wrapping r's error when the round failed; [ErrClosed].
+func (r *lookupRound[T]) wait(ctx context.Context, g *Generator, name string) (v T, ok bool, err error) {
+	timer := time.NewTimer(g.cfg.WaitTimeout)
+	defer timer.Stop()
+	select {
+	case <-r.done:
+	case <-timer.C:
+		return v, false, fmt.Errorf("%w: lookup of %q not answered within the wait timeout %v", ErrNoSegment, name, g.cfg.WaitTimeout)
+	case <-ctx.Done():
+		return v, false, fmt.Errorf("%w: lookup of %q: %w", ErrNoSegment, name, context.Cause(ctx))
+	case <-g.root.Done():
+		return v, false, ErrClosed
+	}
+	if r.err != nil {
+		return v, false, fmt.Errorf("%w: look up %q: %w", ErrNoSegment, name, r.err)
+	}
+	v, ok = r.found[name]
+	return v, ok, nil
+}
+
+// negCache is a negative cache: the names a lookup found without a row,
+// with the time of the lookup, remembered for missTTL, at most maxMisses
+// of them. It keeps two generations: names go into cur; when cur is
+// missTTL old or holds maxMisses/2 names it becomes prev (the old prev is
+// dropped whole), so that adding a name never sweeps the cache. A name may
+// be forgotten early (then it is looked up again, batched with others).
+// Its owner's mutex guards it.
+type negCache struct {
+	cur, prev map[string]time.Time
+	// since is when cur was started.
+	since time.Time
+}
+
+// has reports whether name was found without a row less than missTTL
+// before now.
+func (c *negCache) has(now time.Time, name string) bool {
+	at, ok := c.cur[name]
+	if !ok {
+		at, ok = c.prev[name]
+	}
+	return ok && now.Sub(at) < missTTL
+}
+
+// add remembers name as found without a row at now.
+func (c *negCache) add(now time.Time, name string) {
+	if c.cur == nil || now.Sub(c.since) >= missTTL || len(c.cur) >= maxMisses/2 {
+		c.prev, c.cur, c.since = c.cur, make(map[string]time.Time), now
+	}
+	c.cur[name] = now
+}
+
+// forget drops the names for which drop returns true.
+func (c *negCache) forget(drop func(name string) bool) {
+	for _, m := range []map[string]time.Time{c.cur, c.prev} {
+		for t := range m {
+			if drop(t) {
+				delete(m, t)
+			}
+		}
+	}
+}
+
+// len is the number of names held, expired ones included.
+func (c *negCache) len() int { return len(c.cur) + len(c.prev) }
+
+// findTags is the find of the generator's lookup rounds: the names among
+// names that have a leaf_alloc row.
+func (g *Generator) findTags(ctx context.Context, names []string) (map[string]struct{}, error) {
+	tags, err := g.st.FindTags(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	found := make(map[string]struct{}, len(tags))
+	for _, t := range tags {
+		found[t] = struct{}{}
+	}
+	return found, nil
 }
 
 // probe handles a tag not in the cache; see the rules above. A tag found
 // gets a probe buffer, whose first load (started by the caller's slow path
 // like any first use) allocates its segment; concurrent misses of the same
-// tag share it. With miss lookups disabled the cache is the tag list, as in
-// Leaf, and a tag not in it is [ErrTagNotFound].
-func (g *Generator) probe(ctx context.Context, tag, client string) (*buffer, error) {
+// tag share it.
+func (g *Generator) probe(ctx context.Context, tag string) (*buffer, error) {
 	if b, err := g.probeCached(tag); b != nil || err != nil {
 		return b, err
 	}
-	if g.cfg.MissLookupRate < 0 {
+	r, err := g.miss.ask(g, tag)
+	if err != nil {
 		if !g.ready.Load() {
 			return nil, fmt.Errorf("%w: tag list not read yet, %q unknown", ErrNotInitialized, tag)
 		}
-		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
+		return nil, fmt.Errorf("%q is not in the cache: %w; retry later", tag, err)
 	}
-	// A name already asked for joins that query without a token.
-	batch := g.asked(tag)
-	if batch == nil {
-		if client == "" {
-			client = clientOf(ctx)
+	_, found, err := r.wait(ctx, g, tag)
+	if err != nil {
+		if r.err != nil && !g.ready.Load() {
+			return nil, fmt.Errorf("%w: look up %q: %w", ErrNotInitialized, tag, r.err)
 		}
-		if !g.allowMiss(client) {
-			if !g.ready.Load() {
-				return nil, fmt.Errorf("%w: tag list not read yet, %q unknown", ErrNotInitialized, tag)
-			}
-			return nil, fmt.Errorf("%w: %q is not in the cache and this client's lookups of unknown tags (%g/s, burst %d) are spent; retry later",
-				ErrMissLimited, tag, g.cfg.MissLookupRate, g.cfg.MissLookupBurst)
-		}
-		batch = g.joinMiss(tag)
-	}
-	timer := time.NewTimer(g.cfg.WaitTimeout)
-	defer timer.Stop()
-	select {
-	case <-batch.done:
-	case <-timer.C:
-		return nil, fmt.Errorf("%w: lookup of %q not answered within the wait timeout %v", ErrNoSegment, tag, g.cfg.WaitTimeout)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: lookup of %q: %w", ErrNoSegment, tag, context.Cause(ctx))
-	case <-g.root.Done():
-		return nil, ErrClosed
-	}
-	if batch.err != nil {
-		if !g.ready.Load() {
-			return nil, fmt.Errorf("%w: look up %q: %w", ErrNotInitialized, tag, batch.err)
-		}
-		return nil, fmt.Errorf("%w: look up %q: %w", ErrNoSegment, tag, batch.err)
+		return nil, err
 	}
 	g.cacheMu.Lock()
 	defer g.cacheMu.Unlock()
@@ -134,19 +244,23 @@ func (g *Generator) probe(ctx context.Context, tag, client string) (*buffer, err
 	if b := old[tag]; b != nil {
 		return b, nil
 	}
-	if !batch.found[tag] {
-		g.rememberMiss(tag)
+	if !found {
+		g.misses.add(g.clock.Now(), tag)
 		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
 	}
-	b := g.newBuffer(tag)
-	b.probe = true
-	m := maps.Clone(old)
-	if m == nil {
-		m = map[string]*buffer{}
+	// One copy of the cache for every tag the round found (each has a
+	// request waiting for it), not one per tag.
+	m := make(map[string]*buffer, len(old)+len(r.found))
+	maps.Copy(m, old)
+	for t := range r.found {
+		if m[t] == nil {
+			b := g.newBuffer(t)
+			b.probe = true
+			m[t] = b
+		}
 	}
-	m[tag] = b
 	g.cache.Store(&m)
-	return b, nil
+	return m[tag], nil
 }
 
 // probeCached answers a miss from memory: the buffer of tag if one was added
@@ -158,120 +272,10 @@ func (g *Generator) probeCached(tag string) (*buffer, error) {
 	if b := (*g.cache.Load())[tag]; b != nil {
 		return b, nil
 	}
-	if at, ok := g.misses[tag]; ok {
-		if g.clock.Now().Sub(at) < missTTL {
-			return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
-		}
-		delete(g.misses, tag)
+	if g.misses.has(g.clock.Now(), tag) {
+		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
 	}
 	return nil, nil
-}
-
-// allowMiss takes one token of client's miss-lookup limiter.
-func (g *Generator) allowMiss(client string) bool {
-	now := g.clock.Now()
-	m := &g.miss
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	lim := m.limiters[client]
-	if lim == nil {
-		if len(m.limiters) >= maxMissClients {
-			for c, l := range m.limiters {
-				if l.TokensAt(now) >= float64(g.cfg.MissLookupBurst) {
-					delete(m.limiters, c)
-				}
-			}
-			if len(m.limiters) >= maxMissClients {
-				client = overflowClient
-			}
-		}
-		if lim = m.limiters[client]; lim == nil {
-			lim = rate.NewLimiter(rate.Limit(g.cfg.MissLookupRate), g.cfg.MissLookupBurst)
-			m.limiters[client] = lim
-		}
-	}
-	return lim.AllowN(now, 1)
-}
-
-// asked returns the batch, waiting or under way, that already asks for
-// tag, or nil.
-func (g *Generator) asked(tag string) *missBatch {
-	m := &g.miss
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, b := range []*missBatch{m.pending, m.inflight} {
-		if b != nil {
-			if _, ok := b.names[tag]; ok {
-				return b
-			}
-		}
-	}
-	return nil
-}
-
-// joinMiss adds tag to the batch of the next lookup query, starting missLoop
-// if it is not running, and returns the batch.
-func (g *Generator) joinMiss(tag string) *missBatch {
-	m := &g.miss
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.pending == nil {
-		m.pending = &missBatch{names: map[string]struct{}{}, done: make(chan struct{})}
-	}
-	b := m.pending
-	b.names[tag] = struct{}{}
-	if !m.running {
-		m.running = true
-		if !g.spawn(g.missLoop) {
-			m.running, m.pending = false, nil
-			b.err = ErrClosed
-			close(b.done)
-		}
-	}
-	return b
-}
-
-// missLoop runs lookup queries while names are waiting: it lets missWindow
-// pass so that names missing together share a query, takes the batch, reads
-// leaf_alloc once (bounded by [Config.LoadTimeout]) and answers every name of
-// it. It returns when no name waits, or when the generator is closed.
-func (g *Generator) missLoop() {
-	m := &g.miss
-	for {
-		t := time.NewTimer(missWindow)
-		select {
-		case <-t.C:
-		case <-g.root.Done():
-			t.Stop()
-		}
-		m.mu.Lock()
-		b := m.pending
-		m.pending, m.inflight = nil, b
-		if b == nil {
-			m.running = false
-			m.mu.Unlock()
-			return
-		}
-		m.mu.Unlock()
-		if g.root.Err() != nil {
-			b.err = ErrClosed
-			close(b.done)
-			continue // answers any batch that joined meanwhile, then returns
-		}
-		ctx, cancel := context.WithTimeout(g.root, g.cfg.LoadTimeout)
-		rows, err := g.st.Rows(ctx)
-		cancel()
-		found := map[string]bool{}
-		for _, r := range rows {
-			if _, ok := b.names[r.BizTag]; ok {
-				found[r.BizTag] = true
-			}
-		}
-		m.mu.Lock()
-		b.found, b.err, m.inflight = found, err, nil
-		m.mu.Unlock()
-		close(b.done)
-	}
 }
 
 func (g *Generator) newBuffer(tag string) *buffer {
@@ -289,7 +293,7 @@ func (g *Generator) drop(b *buffer, missing bool) {
 	defer g.cacheMu.Unlock()
 	old := *g.cache.Load()
 	if missing && (old[b.tag] == nil || old[b.tag] == b) {
-		g.rememberMiss(b.tag)
+		g.misses.add(g.clock.Now(), b.tag)
 	}
 	if old[b.tag] != b {
 		return
@@ -297,22 +301,4 @@ func (g *Generator) drop(b *buffer, missing bool) {
 	m := maps.Clone(old)
 	delete(m, b.tag)
 	g.cache.Store(&m)
-}
-
-// rememberMiss records that a lookup or load found no row for tag. Expired
-// entries are swept when the map is full; a tag that finds it still full is
-// not remembered. g.cacheMu must be held.
-func (g *Generator) rememberMiss(tag string) {
-	now := g.clock.Now()
-	if len(g.misses) >= maxMisses {
-		for t, at := range g.misses {
-			if now.Sub(at) >= missTTL {
-				delete(g.misses, t)
-			}
-		}
-		if len(g.misses) >= maxMisses {
-			return
-		}
-	}
-	g.misses[tag] = now
 }

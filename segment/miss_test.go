@@ -12,7 +12,6 @@ import (
 
 	"github.com/leaf-go/leaf/internal/clocktest"
 	"github.com/leaf-go/leaf/segment"
-	"github.com/leaf-go/leaf/store"
 )
 
 // TestUnknownTag: a tag without a row answers -2 at once and is not cached.
@@ -41,93 +40,111 @@ func TestUnknownTag(t *testing.T) {
 	}
 }
 
-// TestMissLookupRateLimited: probing random tags reaches the database only
-// as often as the client's limiter allows; the tags looked up are -2, the
-// others ErrMissLimited, -5 (not looked up, retry later).
-func TestMissLookupRateLimited(t *testing.T) {
+// TestMissLookupCost: the lookups of unknown names ask for those names
+// only: 200 random names asked one by one cost 200 names in FindTags
+// rounds and no read of the whole tag list (100 rows); each answers -2 and
+// nothing is cached or allocated.
+func TestMissLookupCost(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
+	for i := range 100 {
+		db.Create(t, fmt.Sprintf("row-%d", i), 1, 10)
+	}
 	cs := &countingStore{Store: db.Store}
-	clk := clocktest.New(t0)
-	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 10, MissLookupBurst: 20})
-	probe := func(round, lookups int) {
-		for i := range 1000 {
-			tag := fmt.Sprintf("probe-%d-%d", round, i)
-			_, err := g.Get(context.Background(), tag)
-			switch {
-			case i < lookups && !errors.Is(err, segment.ErrTagNotFound):
-				t.Fatalf("Get(%q) = %v, want ErrTagNotFound (-2) within the limit", tag, err)
-			case i >= lookups && (!errors.Is(err, segment.ErrMissLimited) || segment.Code(err) != -5):
-				t.Fatalf("Get(%q) = %v, want ErrMissLimited (-5) past the limit", tag, err)
-			}
+	g := newGen(t, cs, segment.Config{Clock: clocktest.New(t0)})
+	rows0 := cs.RowsCalls.Load() // New's refresh
+	for i := range 200 {
+		tag := fmt.Sprintf("probe-%d", i)
+		if _, err := g.Get(context.Background(), tag); !errors.Is(err, segment.ErrTagNotFound) || segment.Code(err) != -2 {
+			t.Fatalf("Get(%q) = %v, want ErrTagNotFound (-2)", tag, err)
 		}
 	}
-	rows0 := cs.RowsCalls.Load() // New's refresh
-	probe(0, 20)
-	if got := cs.RowsCalls.Load() - rows0; got != 20 {
-		t.Fatalf("lookup queries for 1000 unknown tags asked one by one = %d, want 20 (the burst)", got)
+	if got := cs.RowsCalls.Load() - rows0; got != 0 {
+		t.Errorf("tag-list reads for 200 unknown names = %d, want 0", got)
 	}
-	clk.Add(time.Second)
-	probe(1, 10)
-	if got := cs.RowsCalls.Load() - rows0; got != 30 {
-		t.Fatalf("lookup queries one second later = %d, want 30 (burst + 10/s)", got)
+	if got := cs.FindNames.Load(); got != 200 {
+		t.Errorf("names looked up = %d, want 200 (one per distinct name)", got)
 	}
 	if got := cs.Allocs.Load(); got != 0 {
-		t.Fatalf("Allocate calls = %d, want 0: a tag without a row is not allocated", got)
+		t.Errorf("Allocate calls = %d, want 0: a tag without a row is not allocated", got)
 	}
-	if got := len(g.Stats()); got != 0 {
-		t.Fatalf("len(Stats()) = %d after probing, want 0", got)
+	if got := len(g.Stats()); got != 100 {
+		t.Errorf("len(Stats()) = %d after probing, want the 100 rows", got)
 	}
 }
 
-// TestMissLookupLimitSpent: once unknown tags have spent the client's
-// miss-lookup limit, a row really inserted meanwhile answers ErrMissLimited
-// (-5, retry later), not ErrTagNotFound, without reaching the database, and
-// is served once the limiter has a token again.
-func TestMissLookupLimitSpent(t *testing.T) {
+// blockedFind is a store whose FindTags waits for release (or its
+// context), after entered receives.
+type blockedFind struct {
+	segment.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockedFind) FindTags(ctx context.Context, tags []string) ([]string, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.Store.FindTags(ctx, tags)
+}
+
+// TestMissQueueBound: while a lookup round hangs on the database, at most
+// 8,192 names wait for the next one; a name past that is refused at once
+// with ErrMissLimited (-5, retry later), a name already waiting joins its
+// round, and once the database answers every waiting name gets its
+// answer.
+func TestMissQueueBound(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	cs := &countingStore{Store: db.Store}
-	clk := clocktest.New(t0)
-	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 1, MissLookupBurst: 2})
+	db.Create(t, "real", 5, 100)
+	bs := &blockedFind{Store: db.Store, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	g := newGen(t, bs, segment.Config{WaitTimeout: time.Minute, LoadTimeout: time.Minute})
 	ctx := context.Background()
-	for i := range 2 {
-		tag := fmt.Sprintf("typo-%d", i)
-		if _, err := g.Get(ctx, tag); !errors.Is(err, segment.ErrTagNotFound) {
-			t.Fatalf("Get(%q) = %v, want ErrTagNotFound", tag, err)
+	errs := make(chan error, 2)
+	go func() { _, err := g.Get(ctx, "first"); errs <- err }()
+	<-bs.entered // the round of "first" is in flight
+	// A cancelled context puts a name into the next round and returns at
+	// once (the name stays asked).
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	const pending = 8192
+	for i := range pending {
+		if _, err := g.Get(gone, fmt.Sprintf("queued-%d", i)); !errors.Is(err, segment.ErrNoSegment) {
+			t.Fatalf("Get(queued-%d) with a cancelled context = %v, want ErrNoSegment", i, err)
 		}
 	}
-	db.Create(t, "new", 70, 100)
-	rows := cs.RowsCalls.Load()
-	_, err := g.Get(ctx, "new")
-	if !errors.Is(err, segment.ErrMissLimited) || segment.Code(err) != -5 {
-		t.Fatalf("Get(%q) with the limit spent = %v, want ErrMissLimited (-5)", "new", err)
+	_, err := g.Get(gone, "one-too-many")
+	if !errors.Is(err, segment.ErrMissLimited) || segment.Code(err) != -5 || !strings.Contains(err.Error(), "8192 names wait") {
+		t.Fatalf("Get past the bound = %v (code %d), want ErrMissLimited (-5) saying how many names wait", err, segment.Code(err))
 	}
-	if !strings.Contains(err.Error(), "lookups of unknown tags (1/s, burst 2) are spent") {
-		t.Errorf("Get(%q) error %q does not say the client's lookup limit is spent", "new", err)
+	go func() { _, err := g.Get(ctx, "queued-7"); errs <- err }() // joins its round
+	close(bs.release)
+	for range 2 {
+		if err := <-errs; !errors.Is(err, segment.ErrTagNotFound) {
+			t.Fatalf("waiting Get = %v, want ErrTagNotFound once the database answered", err)
+		}
 	}
-	if _, err := g.Tag(ctx, "new"); !errors.Is(err, segment.ErrMissLimited) {
-		t.Fatalf("Tag(%q) with the limit spent = %v, want ErrMissLimited", "new", err)
-	}
-	if got := cs.RowsCalls.Load() + cs.Allocs.Load(); got != rows {
-		t.Fatalf("queries = %d, want %d: a refused lookup reaches no database", got, rows)
-	}
-	clk.Add(time.Second) // one token
-	if id := mustGet(t, g, "new"); id != 70 {
-		t.Fatalf("Get(%q) after the limiter refilled = %d, want 70", "new", id)
+	if id := mustGet(t, g, "real"); id != 5 {
+		t.Fatalf("Get(%q) after the rounds = %d, want 5", "real", id)
 	}
 }
 
 // TestMissRemembered: a client looping on one missing tag costs one lookup
-// per two seconds, so another new tag is still found at once; the missing
-// tag is looked up again after two seconds, or at once after a refresh
-// that lists it.
+// per second, so another new tag is still found at once; the missing tag
+// is looked up again after a second, or at once after a refresh that lists
+// it.
 func TestMissRemembered(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
 	cs := &countingStore{Store: db.Store}
 	clk := clocktest.New(t0)
-	g := newGen(t, cs, segment.Config{Clock: clk, MissLookupRate: 1, MissLookupBurst: 2})
+	g := newGen(t, cs, segment.Config{Clock: clk})
 	ctx := context.Background()
 	loop := func() {
 		t.Helper()
@@ -137,9 +154,8 @@ func TestMissRemembered(t *testing.T) {
 			}
 		}
 	}
-	rows0 := cs.RowsCalls.Load()
 	loop()
-	if got := cs.RowsCalls.Load() - rows0; got != 1 {
+	if got := cs.FindCalls.Load(); got != 1 {
 		t.Fatalf("lookup queries for 1000 Gets of one missing tag = %d, want 1", got)
 	}
 	db.Create(t, "new", 70, 100)
@@ -147,13 +163,13 @@ func TestMissRemembered(t *testing.T) {
 		t.Fatalf("Get(%q) after the loop = %d, want 70", "new", id)
 	}
 
-	// Remembered for two seconds, then looked up again (limiter: 1/s).
+	// Remembered for a second, then looked up again.
 	db.Create(t, "typo", 500, 100)
-	clk.Add(1900 * time.Millisecond)
+	clk.Add(900 * time.Millisecond)
 	loop()
 	clk.Add(100 * time.Millisecond)
 	if id := mustGet(t, g, "typo"); id != 500 {
-		t.Fatalf("Get(%q) two seconds after the miss = %d, want 500", "typo", id)
+		t.Fatalf("Get(%q) a second after the miss = %d, want 500", "typo", id)
 	}
 
 	// A refresh that lists the tag forgets the miss at once.
@@ -214,8 +230,8 @@ func TestConcurrentMissesShareOneLoad(t *testing.T) {
 
 // TestMissLookupsBatched: names that miss together are answered by one
 // query: 64 concurrent first Gets of distinct names (32 real new tags, 32
-// without a row, each from its own client) cost at most 2 lookup queries
-// (the window may split them once), and each gets the right answer.
+// without a row) cost at most 2 lookup rounds (the window may split them
+// once), and each gets the right answer.
 func TestMissLookupsBatched(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
@@ -225,13 +241,12 @@ func TestMissLookupsBatched(t *testing.T) {
 	for i := range n {
 		db.Create(t, fmt.Sprintf("real-%d", i), 1, 100)
 	}
-	rows0 := cs.RowsCalls.Load()
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range 2 * n {
 		wg.Go(func() {
 			<-start
-			ctx := segment.WithClient(context.Background(), fmt.Sprintf("10.0.0.%d", i))
+			ctx := context.Background()
 			tag := fmt.Sprintf("real-%d", i/2)
 			if i%2 == 1 {
 				tag = fmt.Sprintf("fake-%d", i/2)
@@ -247,58 +262,48 @@ func TestMissLookupsBatched(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if got := cs.RowsCalls.Load() - rows0; got < 1 || got > 2 {
-		t.Errorf("lookup queries for %d concurrent misses = %d, want 1 or 2", 2*n, got)
+	if got := cs.FindCalls.Load(); got < 1 || got > 2 {
+		t.Errorf("lookup rounds for %d concurrent misses = %d, want 1 or 2", 2*n, got)
 	}
 }
 
-// TestMissLimitPerClient: a client that spent its miss-lookup limit on
-// random names gets ErrMissLimited, while another client's new tag is
-// looked up and served at once.
-func TestMissLimitPerClient(t *testing.T) {
+// TestMissFloodFair: while 8 goroutines ask for random names as fast as
+// they can (one client, one address: nothing tells them apart), a tag
+// inserted meanwhile is served on its first request, within the wait
+// timeout of 1 s (a lookup not answered by then is ErrNoSegment).
+func TestMissFloodFair(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	clk := clocktest.New(t0)
-	g := newGen(t, db.Store, segment.Config{Clock: clk, MissLookupRate: 1, MissLookupBurst: 5})
-	flood := segment.WithClient(context.Background(), "192.0.2.1")
-	other := segment.WithClient(context.Background(), "192.0.2.2")
-	limited := 0
-	for i := range 100 {
-		_, err := g.Get(flood, fmt.Sprintf("random-%d", i))
-		if errors.Is(err, segment.ErrMissLimited) {
-			limited++
-		} else if !errors.Is(err, segment.ErrTagNotFound) {
-			t.Fatalf("Get(random-%d) = %v, want ErrTagNotFound or ErrMissLimited", i, err)
+	cs := &countingStore{Store: db.Store}
+	g := newGen(t, cs, segment.Config{WaitTimeout: time.Second})
+	ctx, stop := context.WithCancel(context.Background())
+	var flood sync.WaitGroup
+	var asked atomic.Int64
+	for w := range 8 {
+		flood.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				tag := fmt.Sprintf("random-%d-%d", w, i)
+				if _, err := g.Get(ctx, tag); err != nil && !errors.Is(err, segment.ErrTagNotFound) && ctx.Err() == nil {
+					t.Errorf("flood Get(%q) = %v, want ErrTagNotFound", tag, err)
+				}
+				asked.Add(1)
+			}
+		})
+	}
+	defer func() { stop(); flood.Wait() }()
+	waitFor(t, "the flood to run", func() bool { return asked.Load() >= 2000 })
+	for i := range 5 {
+		tag := fmt.Sprintf("new-%d", i)
+		db.Create(t, tag, 100*int64(i+1), 10)
+		if id, err := g.Get(context.Background(), tag); err != nil || id != 100*int64(i+1) {
+			t.Fatalf("Get(%q) during the flood = %d, %v, want %d", tag, id, err, 100*(i+1))
 		}
 	}
-	if limited != 95 {
-		t.Errorf("flooding client limited %d times of 100, want 95 (burst 5)", limited)
+	stop()
+	flood.Wait()
+	if rounds, names := cs.FindCalls.Load(), cs.FindNames.Load(); rounds >= names {
+		t.Errorf("%d lookup rounds for %d names: want rounds shared by the flood's names", rounds, names)
 	}
-	db.Create(t, "new", 7, 100)
-	if id, err := g.Get(other, "new"); err != nil || id != 7 {
-		t.Fatalf("other client's Get(%q) after the flood = %d, %v, want 7", "new", id, err)
-	}
-	if _, err := g.Get(flood, "new2"); !errors.Is(err, segment.ErrMissLimited) {
-		t.Fatalf("flooding client's Get(%q) = %v, want ErrMissLimited", "new2", err)
-	}
-}
-
-// blockedRows is a store whose Rows, after New's first, waits for release.
-type blockedRows struct {
-	segment.Store
-	calls   atomic.Int64
-	release chan struct{}
-}
-
-func (s *blockedRows) Rows(ctx context.Context) ([]store.Row, error) {
-	if s.calls.Add(1) > 1 {
-		select {
-		case <-s.release:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return s.Store.Rows(ctx)
 }
 
 // TestMissLookupWaitTimeout: a lookup the database does not answer ends
@@ -306,7 +311,7 @@ func (s *blockedRows) Rows(ctx context.Context) ([]store.Row, error) {
 func TestMissLookupWaitTimeout(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
-	bs := &blockedRows{Store: db.Store, release: make(chan struct{})}
+	bs := &blockedFind{Store: db.Store, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	defer close(bs.release)
 	g := newGen(t, bs, segment.Config{WaitTimeout: 50 * time.Millisecond, LoadTimeout: time.Hour})
 	_, err := g.Get(context.Background(), "slow")

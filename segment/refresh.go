@@ -48,12 +48,7 @@ func (g *Generator) Refresh(ctx context.Context) error {
 		b.known.Store(true)
 		m[t] = b
 	}
-	now := g.clock.Now()
-	for t, at := range g.misses {
-		if _, listed := m[t]; listed || now.Sub(at) >= missTTL {
-			delete(g.misses, t)
-		}
-	}
+	g.misses.forget(func(t string) bool { _, listed := m[t]; return listed })
 	var gone []*buffer
 	for t, b := range old {
 		if _, ok := m[t]; ok {

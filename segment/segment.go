@@ -20,8 +20,9 @@
 // answers -3 there too).
 //
 // Deliberately unlike Leaf: a tag missing from the cache is looked up in the
-// database at once (rate-limited: past the limit it is -3, retry later)
-// instead of waiting up to a minute for the refresh; a failed load backs off
+// database at once, many names per query (miss.go; -5 when too many
+// unknown names wait, retry later) instead of waiting up to a minute for
+// the refresh; a failed load backs off
 // exponentially instead of being retried on every request; a step below the
 // step column (raised by an operator) is lifted to it; a segment with IDs
 // below 1 is cut at 1 (refused if empty); and a segment starting below the
@@ -84,10 +85,10 @@ var (
 	// EXCEPTION_ID_IDCACHE_INIT_FALSE).
 	ErrNotInitialized = errors.New("segment: not initialised")
 	// ErrTagNotFound is returned by Get when leaf_alloc has no row for the
-	// tag (a lookup that found none is remembered for two seconds), when the
-	// tag was removed by a refresh, or for a tag not in the cache when miss
-	// lookups are disabled (Leaf code -2, EXCEPTION_ID_KEY_NOT_EXISTS).
-	// A spent miss-lookup limit is [ErrMissLimited]: nobody looked.
+	// tag (a lookup that found none is remembered for one second), or when
+	// the tag was removed by a refresh (Leaf code -2,
+	// EXCEPTION_ID_KEY_NOT_EXISTS). A name refused a lookup is
+	// [ErrMissLimited]: nobody looked.
 	ErrTagNotFound = errors.New("segment: biz tag not found")
 	// ErrNoSegment is returned by Get when the current segment is spent and
 	// no next segment arrived within [Config.WaitTimeout] (or the caller's
@@ -107,10 +108,10 @@ var (
 	// ErrClosed is returned by Get after Close (Code maps it to -3).
 	ErrClosed = errors.New("segment: generator closed")
 	// ErrMissLimited is returned by Get and Tag for a tag not in the cache
-	// when the calling client's miss-lookup limit ([Config.MissLookupRate],
-	// per [WithClient] address) is spent: nobody looked; retry later. Code
-	// -5 (ours; Leaf has no such code).
-	ErrMissLimited = errors.New("segment: miss-lookup limit of this client spent")
+	// (and by [Groups.Next] for a name not declared here) when 8,192
+	// unknown names wait for the next lookup round already: nobody looked;
+	// retry later. Code -5 (ours; Leaf has no such code).
+	ErrMissLimited = errors.New("segment: too many unknown names wait for a lookup")
 )
 
 // Code maps an error from Get to Leaf's result code: 0 for nil, -1 for
@@ -145,6 +146,9 @@ type Store interface {
 	// Rows returns every leaf_alloc row: the tag list of a refresh, and the
 	// max_id of every row for the high-water marks.
 	Rows(ctx context.Context) ([]store.Row, error)
+	// FindTags returns the names among tags that have a leaf_alloc row:
+	// the miss lookup of tags not in the cache, one round for many names.
+	FindTags(ctx context.Context, tags []string) ([]string, error)
 	// MaxID reads the max_id of one row without changing it: every load of
 	// a tag with a high-water mark checks it before allocating. Errors:
 	// [store.ErrTagNotFound] for a missing row.
@@ -156,7 +160,7 @@ var _ Store = store.Store(nil)
 
 // Clock is the generator's source of time, injected so that tests can move
 // time by hand. Now must be safe for concurrent use. The generator uses Now
-// for the dynamic step, backoff and the miss-lookup rate limiter; it never
+// for the dynamic step, backoff and the negative cache of miss lookups; it never
 // calls Sleep (the interface is shared with package snowflake).
 type Clock interface {
 	Now() time.Time
@@ -182,12 +186,6 @@ const (
 	DefaultRefreshInterval = 60 * time.Second
 	// DefaultLoadTimeout is [Config.LoadTimeout]'s default: 5 s.
 	DefaultLoadTimeout = 5 * time.Second
-	// DefaultMissLookupRate is [Config.MissLookupRate]'s default, in lookups
-	// per second.
-	DefaultMissLookupRate = 10.0
-	// DefaultMissLookupBurst is [Config.MissLookupBurst]'s default, in
-	// lookups.
-	DefaultMissLookupBurst = 20
 	// DefaultRetryMin is [Config.RetryMin]'s default: 100 ms.
 	DefaultRetryMin = 100 * time.Millisecond
 	// DefaultRetryMax is [Config.RetryMax]'s default: 10 s.
@@ -206,7 +204,7 @@ const (
 )
 
 // Config tunes a Generator. The zero value means the defaults; New returns an
-// error for a negative duration, MaxStep or MissLookupBurst, for RetryMax <
+// error for a negative duration or MaxStep, for RetryMax <
 // RetryMin, for RefuseRetryMax < RetryMax and for ShrinkWindow < GrowWindow.
 type Config struct {
 	// WaitTimeout bounds how long Get waits for the load in flight when the
@@ -219,21 +217,6 @@ type Config struct {
 	// No caller waits that long: Get waits at most WaitTimeout, for a first
 	// segment too, while the load goes on. Default 5 s.
 	LoadTimeout time.Duration
-	// MissLookupRate is the number of lookups of tags not in the cache
-	// allowed per second to each client (the address [WithClient] put into
-	// the context; calls without one share the client ""), so that one
-	// client probing random tags neither floods the database nor spends
-	// other clients' lookups. Past its limit a client's unknown tag answers
-	// [ErrMissLimited] (retry later); a tag a lookup found without a row
-	// answers [ErrTagNotFound] for two seconds without another lookup, and
-	// names missing within 5 ms of each other share one query (see
-	// miss.go). Default 10; a negative value disables miss lookups (unknown
-	// tags then answer [ErrTagNotFound] until the periodic refresh lists
-	// them, as in Leaf).
-	MissLookupRate float64
-	// MissLookupBurst is the burst of each client's miss-lookup limiter.
-	// Default 20.
-	MissLookupBurst int
 	// RetryMin and RetryMax bound the exponential backoff after a failed
 	// load; the current segment keeps serving meanwhile. Defaults 100 ms
 	// and 10 s.
@@ -295,15 +278,6 @@ func (c Config) withDefaults() (Config, error) {
 		case *d.v == 0:
 			*d.v = d.def
 		}
-	}
-	if c.MissLookupRate == 0 {
-		c.MissLookupRate = DefaultMissLookupRate
-	}
-	if c.MissLookupBurst < 0 {
-		return c, fmt.Errorf("segment: config MissLookupBurst = %d, want >= 0", c.MissLookupBurst)
-	}
-	if c.MissLookupBurst == 0 {
-		c.MissLookupBurst = DefaultMissLookupBurst
 	}
 	if c.MaxStep < 0 {
 		return c, fmt.Errorf("segment: config MaxStep = %d, want >= 0", c.MaxStep)

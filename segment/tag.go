@@ -17,7 +17,7 @@ import (
 // finds the row gone) drops the tag, the handle's next Get looks the tag up
 // again exactly as [Generator.Get] would, so it answers [ErrTagNotFound] while
 // the row is missing and serves again once the row is back (a tag not in
-// the cache is a miss lookup, rate-limited as for Get). A tag deleted
+// the cache is a miss lookup, as for Get). A tag deleted
 // and re-created with a lower max_id is refused like any rewound table
 // ([ErrNoSegment] wrapping [ErrRewound]), because the high-water mark outlives
 // the buffer. After Close, Get answers [ErrClosed].
@@ -54,19 +54,18 @@ var spentSegment = func() *segment {
 // Tag returns a handle on tag. It resolves tag as [Generator.Get] does: a
 // cached tag returns at once (its first segment, if not loaded yet, is
 // loaded by the first Get); a tag not in the cache is looked up in the
-// database (the miss lookup, limited per client: the [WithClient] address of
-// ctx) for up to [Config.WaitTimeout], and a tag found has its first segment
+// database (the miss lookup, see miss.go) for up to [Config.WaitTimeout], and a tag found has its first segment
 // loaded, waiting for it as a first Get does and until ctx is done. It takes
 // no ID.
 //
 // Errors are [Generator.Get]'s for the same tag: [ErrTagNotFound] for a tag
-// without a row, [ErrMissLimited] when the client's miss-lookup limit is
-// spent (retry later), [ErrNoSegment] when the lookup or the first load
+// without a row, [ErrMissLimited] when too many unknown names wait
+// for a lookup (retry later), [ErrNoSegment] when the lookup or the first load
 // failed or timed out,
 // [ErrNotInitialized] when the tag list was never read and the database does
 // not answer, [ErrClosed] after Close.
 func (g *Generator) Tag(ctx context.Context, tag string) (*Tag, error) {
-	b, err := g.lookup(ctx, tag, "")
+	b, err := g.lookup(ctx, tag)
 	if err != nil {
 		return nil, err
 	}

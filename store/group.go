@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Group is one row of leaf_group, the declaration of a date-grouped tag
 // (docs/contract.md §10): its sequence restarts every period and comes
@@ -36,6 +39,14 @@ type Group struct {
 type GroupStore interface {
 	// Groups returns every declaration, ordered by biz_tag.
 	Groups(ctx context.Context) ([]Group, error)
+	// FindGroups returns the declarations of the names among tags that
+	// have one, in no particular order (the miss lookup of grouped tags;
+	// [FindChunk] names per statement).
+	FindGroups(ctx context.Context, tags []string) ([]Group, error)
+	// Now reads the database's clock (to the millisecond, UTC): the clock
+	// a prune is checked against, so that a server whose own clock runs
+	// ahead cannot prune a period other servers still serve.
+	Now(ctx context.Context) (time.Time, error)
 	// CreateGroup inserts a declaration. Errors: [ErrTagExists].
 	CreateGroup(ctx context.Context, g Group) error
 	// UpdateGroup sets time_zone, step, retention and description of a

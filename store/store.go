@@ -17,6 +17,11 @@ import (
 	"time"
 )
 
+// FindChunk is the most names one statement of [Store.FindTags] or
+// [GroupStore.FindGroups] asks for; more names take more statements
+// (MySQL allows at most 65,535 placeholders in a statement).
+const FindChunk = 500
+
 // Errors returned by every store. Drivers translate their own errors to these
 // at the boundary; callers check them with errors.Is.
 var (
@@ -116,6 +121,11 @@ type Store interface {
 	Tags(ctx context.Context) ([]string, error)
 	// Rows returns every row ordered by biz_tag, for the /db page.
 	Rows(ctx context.Context) ([]Row, error)
+	// FindTags returns the biz_tags among tags that have a leaf_alloc row,
+	// in no particular order: the miss lookup of the segment generator,
+	// one `SELECT … WHERE biz_tag IN (…)` per [FindChunk] names, so that
+	// its cost grows with the names asked, not with the table.
+	FindTags(ctx context.Context, tags []string) ([]string, error)
 	// MaxID reads the max_id of one row without changing it (the segment
 	// generator's restore check before an allocation). Errors:
 	// [ErrTagNotFound], or a driver error.

@@ -98,6 +98,9 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 			if gf.group != "" {
 				return createGroup(cmd, e, g, args[0], step, desc, gf)
 			}
+			if err := gf.plainOnly(cmd); err != nil {
+				return err
+			}
 			r := store.Row{BizTag: args[0], MaxID: maxID, Step: step, Description: desc}
 			if maxID < 1 {
 				return usagef("--max-id must be at least 1, got %d", maxID)

@@ -43,6 +43,26 @@ func (gf *groupFlags) changed(cmd *cobra.Command) bool {
 	return false
 }
 
+// plainOnly refuses group-only flags on the create of a plain tag (no
+// --group): they used to be dropped silently, creating a plain tag the
+// user did not ask for.
+func (gf *groupFlags) plainOnly(cmd *cobra.Command) error {
+	var given []string
+	for _, n := range []string{"group", "time-zone", "format", "retention"} {
+		if cmd.Flags().Changed(n) {
+			given = append(given, "--"+n)
+		}
+	}
+	switch {
+	case len(given) == 0:
+		return nil
+	case cmd.Flags().Changed("group"):
+		return usagef("--group wants day, month or year, got \"\"")
+	}
+	return usagef("%s: only for grouped tags; add --group day, month or year, or leave it out for a plain tag",
+		strings.Join(given, ", "))
+}
+
 // groupStore returns st's leaf_group side.
 func groupStore(st store.Store) (segment.GroupStore, error) {
 	gs, ok := st.(segment.GroupStore)

@@ -32,11 +32,19 @@ func TestTagGroup(t *testing.T) {
 				{[]string{"tag", "create", "bad", "--step", "10", "--group", "day", "--format", "{yyyyMM}{seq:6}"}, "needs a day field"},
 				{[]string{"tag", "create", "order:20261201", "--step", "10"}, "collides with a grouped tag"},
 				{[]string{"tag", "update", "order", "--format", "X{yyyyMMdd}{seq:6}"}, "cannot change"},
+				// Group-only flags without --group used to create a plain tag.
+				{[]string{"tag", "create", "plain", "--step", "10", "--format", "ORD{yyyyMMdd}{seq:6}"}, "--format: only for grouped tags; add --group"},
+				{[]string{"tag", "create", "plain", "--step", "10", "--time-zone", "Asia/Shanghai"}, "--time-zone: only for grouped tags"},
+				{[]string{"tag", "create", "plain", "--step", "10", "--retention", "30", "--format", "{yyyy}{seq:4}"}, "--format, --retention: only for grouped tags"},
+				{[]string{"tag", "create", "plain", "--step", "10", "--group", ""}, "--group wants day, month or year"},
 			} {
 				got := leafctl(t, opts{}, append(tt.args, "--dsn", d)...)
 				if got.err == nil || !strings.Contains(got.err.Error(), tt.want) {
 					t.Errorf("leafctl %v = %v, want an error with %q", tt.args, got.err, tt.want)
 				}
+			}
+			if list := must(t, "tag", "list", "--dsn", d); strings.Contains(list.stdout, "plain") {
+				t.Errorf("tag list after the refused creates:\n%s\nwant no tag plain", list.stdout)
 			}
 			up := must(t, "tag", "update", "order", "--dsn", d, "--time-zone", "UTC", "--step", "500")
 			if !strings.Contains(up.stdout, "day in UTC") || !strings.Contains(up.stdout, "step 500") {

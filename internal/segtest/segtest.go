@@ -176,6 +176,8 @@ type CountingStore struct {
 	segment.Store
 	Allocs    atomic.Int64 // Allocate calls
 	RowsCalls atomic.Int64 // Rows calls
+	FindCalls atomic.Int64 // FindTags calls (miss lookup rounds)
+	FindNames atomic.Int64 // names asked by FindTags calls
 	MaxIDs    atomic.Int64 // MaxID calls
 }
 
@@ -189,6 +191,13 @@ func (c *CountingStore) Allocate(ctx context.Context, tag string, step int64) (s
 func (c *CountingStore) Rows(ctx context.Context) ([]store.Row, error) {
 	c.RowsCalls.Add(1)
 	return c.Store.Rows(ctx)
+}
+
+// FindTags counts the call and its names and passes it on.
+func (c *CountingStore) FindTags(ctx context.Context, tags []string) ([]string, error) {
+	c.FindCalls.Add(1)
+	c.FindNames.Add(int64(len(tags)))
+	return c.Store.FindTags(ctx, tags)
 }
 
 // MaxID counts the call and passes it on.

@@ -22,19 +22,22 @@ func (s *Store) Groups(ctx context.Context) ([]store.Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("groups: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Group, error) {
-		var g store.Group
-		var desc *string
-		err := r.Scan(&g.BizTag, &g.Grp, &g.TimeZone, &g.Format, &g.Step, &g.Retention, &g.PrunedBefore, &desc)
-		if desc != nil {
-			g.Description = *desc
-		}
-		return g, err
-	})
+	out, err := pgx.CollectRows(rows, scanGroup)
 	if err != nil {
 		return nil, fmt.Errorf("groups: %w", err)
 	}
 	return out, nil
+}
+
+// scanGroup reads one leaf_group row of groupColumns.
+func scanGroup(r pgx.CollectableRow) (store.Group, error) {
+	var g store.Group
+	var desc *string
+	err := r.Scan(&g.BizTag, &g.Grp, &g.TimeZone, &g.Format, &g.Step, &g.Retention, &g.PrunedBefore, &desc)
+	if desc != nil {
+		g.Description = *desc
+	}
+	return g, err
 }
 
 // CreateGroup implements [store.GroupStore].

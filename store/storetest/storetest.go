@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Fence", testFence},
 		{"CancelledContext", testCancelled},
 		{"Groups", testGroups},
+		{"Find", testFind},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,32 +14,30 @@ import (
 	"time"
 )
 
-// TestMissFlood: 8 connections from one client (127.0.0.1) ask for random
-// tag names as fast as they can, spending that client's miss-lookup limit;
-// 1 s into the flood a tag is inserted into PostgreSQL, and a second client
-// (127.0.0.2, its own source address on loopback) asks for it every 10 ms.
-// It must be served within 2 s of the insert. The flooding client's refused
-// lookups must answer their own code, -5, never -3 (which points at the
-// database), and the names looked up -2; the other client is never refused
-// -5 (its limit is its own).
+// TestMissFlood: 8 connections from one address (127.0.0.1) ask for random
+// tag names as fast as they can; once the flood runs, a tag is inserted
+// into PostgreSQL with plain SQL, and a request from the same address (as
+// every client behind a proxy or NAT) asks for it. It must be served
+// within 1 s of that first request, whatever the flood sends: lookups cost
+// per distinct name, batched into rounds, with no per-client limit to
+// spend. The flood's names answer -2 (looked up, no row), never -3 (which
+// points at the database) nor -5.
 func TestMissFlood(t *testing.T) {
 	t.Parallel()
 	d := newDB(t, "postgres")
 	d.create(t, "warm", 1, 1000)
 	p := start(t, t.TempDir(), "--segment-dsn", d.direct, "--migrate=false", "--snowflake=false", "--wait-timeout", "1s")
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	client := func(ip string) *http.Client {
-		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: time.Second}
-		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 16}}
-	}
-	get := func(c *http.Client, path string) (int, string, error) {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: time.Second}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 16}}
+	get := func(ctx context.Context, path string) (int, string, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL(path), nil)
 		if err != nil {
 			return 0, "", err
 		}
-		resp, err := c.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			return 0, "", err
 		}
@@ -48,7 +46,6 @@ func TestMissFlood(t *testing.T) {
 		return resp.StatusCode, string(b), err
 	}
 
-	flood := client("127.0.0.1")
 	var mu sync.Mutex
 	codes := map[string]int{}
 	var sent atomic.Int64
@@ -57,7 +54,7 @@ func TestMissFlood(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for floodCtx.Err() == nil {
-				status, body, err := get(flood, fmt.Sprintf("/api/segment/get/random-%016x", rand.Uint64()))
+				status, body, err := get(floodCtx, fmt.Sprintf("/api/segment/get/random-%016x", rand.Uint64()))
 				if err != nil {
 					continue
 				}
@@ -72,53 +69,49 @@ func TestMissFlood(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(time.Second)
-	d.create(t, "inserted-during-flood", 5000, 100)
-	inserted := time.Now()
-	other := client("127.0.0.2")
-	var served time.Duration
-	var last string
-	limitedOther := 0 // answers -5 to the other client: its limit is its own
-	for served == 0 && time.Since(inserted) < 5*time.Second {
-		status, body, err := get(other, "/api/segment/get/inserted-during-flood")
+	defer func() { stopFlood(); wg.Wait() }()
+	for sent.Load() < 2000 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond) // polls the flood's progress
+	}
+	if _, err := d.raw.ExecContext(ctx, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES ('inserted-during-flood', 5000, 100, NULL, now())`); err != nil {
+		t.Fatalf("insert by SQL: %v", err)
+	}
+	// The first request and any retry of it share one deadline: 1 s after
+	// the first was sent.
+	first := time.Now()
+	within, cancelWithin := context.WithDeadline(ctx, first.Add(time.Second))
+	defer cancelWithin()
+	var answers []string
+	served := false
+	for !served && within.Err() == nil {
+		status, body, err := get(within, "/api/segment/get/inserted-during-flood")
 		switch {
 		case err == nil && status == 200 && body == "5000":
-			served = time.Since(inserted)
+			served = true
 		case err != nil:
-			last = err.Error()
+			answers = append(answers, err.Error())
 		default:
-			last = fmt.Sprintf("%d %s", status, body)
-			if strings.Contains(body, "Result{id=-5,") {
-				limitedOther++
-			}
+			answers = append(answers, fmt.Sprintf("%d %s", status, body))
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
+	took := time.Since(first)
 	stopFlood()
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("flood: %d requests, answers %v; new tag of the other client served %v after its insert", sent.Load(), codes, served)
-	if served == 0 || served > 2*time.Second {
-		t.Errorf("other client's new tag served after %v (0: not within 5 s; last answer %s), want within 2 s", served, last)
+	t.Logf("flood: %d requests, answers %v; the new tag served: %v after %v (%d answers before: %q)",
+		sent.Load(), codes, served, took.Round(time.Millisecond), len(answers), answers)
+	if !served {
+		t.Errorf("tag inserted by SQL not served within 1 s of its first request from the flooding address; answers %q", answers)
 	}
-	if limitedOther > 0 {
-		t.Errorf("the other client was refused -5 %d times: the flood spent its lookups", limitedOther)
-	}
-	if codes["500 -3"] > 0 {
-		t.Errorf("flood answered -3 %d times, want -5 for a spent lookup limit", codes["500 -3"])
-	}
-	if codes["500 -5"] == 0 || codes["500 -2"] == 0 {
-		t.Errorf("flood answers %v, want both -2 (looked up) and -5 (limit spent)", codes)
-	}
-	for k := range codes {
-		if k != "500 -2" && k != "500 -5" {
-			t.Errorf("flood answer %q (%d times), want only -2 and -4", k, codes[k])
+	for k, n := range codes {
+		if k != "500 -2" {
+			t.Errorf("flood answer %q (%d times), want only 500 -2 (looked up, no row)", k, n)
 		}
 	}
-	r := row{Scenario: "5 hostile input", Size: "PostgreSQL, 8 connections of random tag names from one address, a new tag asked by another",
-		IDs: 1, Errors: map[string]int{"500 -2": codes["500 -2"], "500 -5": codes["500 -5"]}, Recovery: "n/a",
+	r := row{Scenario: "5 hostile input", Size: "PostgreSQL, 8 connections of random tag names and a new tag, all from one address",
+		IDs: 1, Errors: map[string]int{"500 -2": codes["500 -2"]}, Recovery: "n/a",
 		Cmd:  "go test -race -count=1 -run '^TestMissFlood$' ./faults/",
-		Note: fmt.Sprintf("%d flood requests; the other client's new tag served %v after its insert (bound 2 s)", sent.Load(), served.Round(time.Millisecond))}
+		Note: fmt.Sprintf("%d flood requests; the new tag served %v after its first request (bound 1 s)", sent.Load(), took.Round(time.Millisecond))}
 	report.add(t, r)
 }

@@ -21,12 +21,10 @@ func Groups(ctx context.Context, db *sql.DB) ([]store.Group, error) {
 	defer rows.Close()
 	var out []store.Group
 	for rows.Next() {
-		var g store.Group
-		var desc sql.NullString
-		if err := rows.Scan(&g.BizTag, &g.Grp, &g.TimeZone, &g.Format, &g.Step, &g.Retention, &g.PrunedBefore, &desc); err != nil {
+		g, err := scanGroup(rows)
+		if err != nil {
 			return nil, fmt.Errorf("groups: %w", err)
 		}
-		g.Description = desc.String
 		out = append(out, g)
 	}
 	if err := rows.Err(); err != nil {

@@ -1,0 +1,25 @@
+package sqlite
+
+import (
+	"context"
+	"time"
+
+	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/internal/sqlstore"
+)
+
+// FindGroups implements [store.GroupStore].
+func (s *Store) FindGroups(ctx context.Context, tags []string) ([]store.Group, error) {
+	return sqlstore.FindGroups(ctx, s.db, tags)
+}
+
+// Now implements [store.GroupStore]: SQLite runs in this process, so this is
+// the host's clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	return sqlstore.Now(ctx, s.db, `SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)`)
+}
+
+// FindTags implements [store.Store].
+func (s *Store) FindTags(ctx context.Context, tags []string) ([]string, error) {
+	return sqlstore.FindTags(ctx, s.db, tags)
+}

@@ -1,0 +1,60 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/leaf-go/leaf/store"
+)
+
+// testFind checks FindTags and FindGroups: only names with a row come
+// back, across more names than one statement asks for, names compared
+// case-sensitively; and Now reads a clock near this host's (the databases
+// of the suite run here).
+func testFind(t *testing.T, s Admin) {
+	gs, ok := s.(store.GroupStore)
+	if !ok {
+		t.Fatalf("%T is not a store.GroupStore", s)
+	}
+	ctx := ctxT(t)
+	for _, tag := range []string{"find-a", "find-b", "find-c"} {
+		create(t, s, store.Row{BizTag: tag, Step: 10})
+	}
+	if err := gs.CreateGroup(ctx, store.Group{BizTag: "find-g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:4}", Step: 10}); err != nil {
+		t.Fatalf("CreateGroup = %v", err)
+	}
+	// 2.2 chunks of names, the real ones at the start, across a chunk
+	// boundary and at the end.
+	var names []string
+	for i := range 2*store.FindChunk + 100 {
+		names = append(names, fmt.Sprintf("find-missing-%d", i))
+	}
+	names[0], names[store.FindChunk], names[len(names)-1] = "find-a", "find-c", "find-g"
+	names = append(names, "FIND-B", "find-b")
+
+	got, err := s.FindTags(ctx, names)
+	slices.Sort(got)
+	if want := []string{"find-a", "find-b", "find-c"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("FindTags(%d names) = %q, %v, want %q", len(names), got, err, want)
+	}
+	if got, err := s.FindTags(ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("FindTags(nil) = %q, %v, want none", got, err)
+	}
+	groups, err := gs.FindGroups(ctx, names)
+	if err != nil || len(groups) != 1 || groups[0].BizTag != "find-g" || groups[0].Format != "{yyyyMMdd}{seq:4}" {
+		t.Fatalf("FindGroups(%d names) = %+v, %v, want the declaration of find-g", len(names), groups, err)
+	}
+	if got, err := gs.FindGroups(ctx, []string{"find-a", "FIND-G"}); err != nil || len(got) != 0 {
+		t.Fatalf("FindGroups(find-a, FIND-G) = %+v, %v, want none", got, err)
+	}
+	before := time.Now()
+	now, err := gs.Now(ctx)
+	if err != nil {
+		t.Fatalf("Now() = %v", err)
+	}
+	if d := now.Sub(before); d < -time.Minute || d > time.Minute || now.Location() != time.UTC {
+		t.Fatalf("Now() = %v, host clock %v: want UTC within a minute of the host", now, before)
+	}
+}
