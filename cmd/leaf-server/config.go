@@ -57,7 +57,9 @@ type Config struct {
 	// (Twitter's and Leaf's). It must lie in the past.
 	EpochMillis int64
 	// TimeBits, WorkerBits and SequenceBits are the snowflake layout's field
-	// widths; they must sum to 63. Default 41/10/12 (Leaf, Twitter).
+	// widths; they sum to at most 63 (53 keeps every ID exact in a
+	// JavaScript number), and the layout must last at least a year
+	// (snowflake.MinRunway). Default 41/10/12 (Leaf, Twitter).
 	TimeBits, WorkerBits, SequenceBits int
 	// RandomStart starts each millisecond's sequence at a random value in
 	// [0, 100), as Leaf does so that callers sharding on the last digits of
@@ -201,7 +203,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.BoolVar(&cfg.SnowflakeEnabled, "snowflake", cfg.SnowflakeEnabled, "enable snowflake mode")
 	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static, zookeeper, sql (a lease in the --segment-dsn database) or etcd (a lease in --etcd-endpoints)")
 	fs.Int64Var(&cfg.EpochMillis, "epoch-ms", cfg.EpochMillis, "snowflake epoch in Unix ms (default Twitter's and Leaf's)")
-	fs.IntVar(&cfg.TimeBits, "time-bits", cfg.TimeBits, "snowflake time field width; time+worker+sequence bits must be 63")
+	fs.IntVar(&cfg.TimeBits, "time-bits", cfg.TimeBits, "snowflake time field width; time+worker+sequence bits at most 63 (53: IDs exact in JavaScript); the layout must last a year")
 	fs.IntVar(&cfg.WorkerBits, "worker-bits", cfg.WorkerBits, "snowflake worker ID field width")
 	fs.IntVar(&cfg.SequenceBits, "sequence-bits", cfg.SequenceBits, "snowflake sequence field width")
 	fs.BoolVar(&cfg.RandomStart, "random-start", cfg.RandomStart, "start each millisecond's sequence at a random value below 100, as Leaf does")
@@ -368,8 +370,11 @@ func (c Config) validate() error {
 	}
 	if c.SnowflakeEnabled {
 		l := c.Layout()
-		if err := l.Validate(time.Now()); err != nil {
+		now := time.Now()
+		if err := l.Validate(now); err != nil {
 			errs = append(errs, fmt.Errorf("--epoch-ms/--time-bits/--worker-bits/--sequence-bits: %w", err))
+		} else if err := l.CheckRunway(now); err != nil {
+			errs = append(errs, fmt.Errorf("--epoch-ms/--time-bits: %w", err))
 		}
 		switch c.WorkerIDSource {
 		case "static":
