@@ -114,8 +114,15 @@ type Config struct {
 	// gets per-tag series ([api.TagMetrics.AllMax]). Default 200; 0 means
 	// never (only the chosen tags).
 	MetricsAllTagsMax int
-	// ShutdownTimeout bounds the graceful drain on SIGTERM. Default 10 s.
+	// ShutdownTimeout bounds the graceful drain on SIGTERM, and then again
+	// the tail return. Default 10 s.
 	ShutdownTimeout time.Duration
+	// ReturnTail gives the unused tail of every plain tag back on a
+	// graceful stop (SIGTERM), and lets this server take in the tails
+	// other servers gave back (segment.Config.Tails; docs/contract.md §14).
+	// A tail comes back only when no one allocated the tag after this
+	// server. Default true.
+	ReturnTail bool
 	// DemoTag inserts Leaf's sample row leaf-segment-test (max_id 1, step
 	// 2000) when leaf_alloc is empty. Default true.
 	DemoTag bool
@@ -157,6 +164,7 @@ func DefaultConfig() Config {
 		MetricsTopTags:    api.DefaultMetricsTopTags,
 		MetricsAllTagsMax: api.DefaultMetricsAllTagsMax,
 		ShutdownTimeout:   10 * time.Second,
+		ReturnTail:        true,
 		DemoTag:           true,
 		LogFormat:         "text",
 		LogLevel:          "info",
@@ -231,6 +239,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.MetricsTags, "metrics-tags", cfg.MetricsTags, "comma-separated biz_tag patterns (prefix* or path.Match globs) that always get per-tag series on /metrics")
 	fs.IntVar(&cfg.MetricsAllTagsMax, "metrics-all-tags-max", cfg.MetricsAllTagsMax, "every tag gets per-tag series on /metrics while there are at most this many tags (0 = never)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest graceful drain on SIGTERM")
+	fs.BoolVar(&cfg.ReturnTail, "return-tail", cfg.ReturnTail, "on SIGTERM give each tag's unused buffered IDs back to leaf_alloc (a compare-and-set: only when no one allocated after this server)")
 	fs.BoolVar(&cfg.DemoTag, "demo-tag", cfg.DemoTag, "insert Leaf's sample tag leaf-segment-test when leaf_alloc is empty")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn, error")

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/leaf-go/leaf/api"
+	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -108,11 +109,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer func() { err = errors.Join(err, st.Close()) }()
 	}
+	var segGen *segment.Generator
 	if cfg.SegmentEnabled {
 		gen, err := startSegment(ctx, cfg, st, log, &deps)
 		if err != nil {
 			return err
 		}
+		segGen = gen
 		defer func() { err = errors.Join(err, closeGroups(deps.Groups), gen.Close()) }()
 	}
 
@@ -150,6 +153,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	if segGen != nil {
+		returnTails(cfg, segGen, deps.Groups, log)
 	}
 	log.Info("stopped")
 	return nil
