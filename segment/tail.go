@@ -53,6 +53,29 @@ func unusedTail(tag string, cur, next *segment, used int64) (t tail, ok bool) {
 	return t, t.to < t.from
 }
 
+// WaitLoads waits until no segment load is in flight, or ctx ends (its
+// error). A graceful stop calls it after the last request was served and
+// before Close, so that a load under way becomes the next segment, whose
+// end the tail return compares with, instead of being cancelled after it
+// may have committed (its IDs would then be skipped and the compare-and-set
+// would miss). It starts no load; Gets still running may start more.
+func (g *Generator) WaitLoads(ctx context.Context) error {
+	for _, b := range *g.cache.Load() {
+		b.mu.Lock()
+		call := b.load
+		b.mu.Unlock()
+		if call == nil {
+			continue
+		}
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 // TailStats is what [Generator.ReturnTails] did.
 type TailStats struct {
 	// Tags counts the tags whose tail was given back; Missed those whose

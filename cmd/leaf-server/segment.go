@@ -113,19 +113,24 @@ func closeGroups(g *segment.Groups) error {
 }
 
 // returnTails stops segment issuing for good and gives the unused tails back
-// (--return-tail; issue 22 item 2): the grouped tags' loop and the generator
-// are closed first, so that no request is served after a tail is computed
-// (the HTTP server has drained already), then segment.Generator.ReturnTails
-// runs within --shutdown-timeout. A failure is logged: the tail is then
+// (--return-tail; issue 22 item 2): the grouped tags' loop is closed, the
+// loads in flight are waited for (they become next segments instead of
+// being cancelled after a commit), the generator is closed, so that no
+// request is served after a tail is computed (the HTTP server has drained
+// already), then segment.Generator.ReturnTails runs; all within
+// --shutdown-timeout. A failure is logged: the tail is then
 // skipped, as without tail return.
 func returnTails(cfg Config, gen *segment.Generator, groups *segment.Groups, log *slog.Logger) {
 	if !cfg.ReturnTail {
 		return
 	}
 	_ = closeGroups(groups)
-	_ = gen.Close() // always nil
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	if err := gen.WaitLoads(ctx); err != nil {
+		log.Warn("segment: a segment load was still in flight at the stop", "err", err)
+	}
+	_ = gen.Close() // always nil
 	st, err := gen.ReturnTails(ctx, tailPause(log))
 	if err != nil {
 		log.Warn("segment: not every unused tail was given back; those IDs are skipped", "err", err)
