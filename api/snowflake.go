@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -79,7 +80,8 @@ func (h *handler) decodeSnowflakeID(w http.ResponseWriter, r *http.Request) {
 func (h *handler) view(id int64) snowflake.Description { return h.layout().Describe(id) }
 
 // decode is GET /api/v1/snowflake/decode/{id}: id is a decimal integer from
-// 0 to 9223372036854775807, read once unescaped, so an escaped ID is the
+// 0 to the layout's largest ID (9223372036854775807 for 63 bits, 2^53-1 for a
+// 53-bit layout), read once unescaped, so an escaped ID is the
 // same ID ("%35" is 5, "%2B5" is "+5" is 5, as for leafctl decode and Java's
 // Long.parseLong). Anything else is 400 bad_id.
 func (h *handler) decode(w http.ResponseWriter, r *http.Request) {
@@ -94,7 +96,14 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request) {
 		h.apiError(w, r, http.StatusBadRequest, "bad_id", "id must be a non-negative 64-bit decimal integer, got "+strconv.Quote(raw))
 		return
 	}
-	writeJSON(w, http.StatusOK, h.view(id))
+	l := h.layout()
+	if id > l.MaxID() {
+		// A narrower layout (--time-bits + --worker-bits + --sequence-bits
+		// below 63) never makes such an ID: decoding it would drop bits.
+		h.apiError(w, r, http.StatusBadRequest, "bad_id", fmt.Sprintf("id %d is above %d, the largest ID of the server's %d-bit layout", id, l.MaxID(), l.Bits()))
+		return
+	}
+	writeJSON(w, http.StatusOK, l.Describe(id))
 }
 
 // encode is GET /api/v1/snowflake/encode?timestamp=&worker=&sequence= (or
@@ -181,6 +190,8 @@ func (h *handler) snowflakeStatus(w http.ResponseWriter, r *http.Request) {
 		"layout":              s.Layout.Describe(0).Layout,
 		"layoutEnd":           ts(s.Layout.End()),
 	}
+	perMs, workers := s.Layout.Capacity()
+	out["idsPerMsPerWorker"], out["workers"] = perMs, workers
 	if src != nil {
 		if details := src.Details(); details != nil {
 			out["sourceState"] = details

@@ -82,7 +82,10 @@ const retireAt = 1 << 62
 // dropped, the generator closed) must not serve from a Tag handle that
 // cached it. Takes before retire keep their IDs (they were inside s). The
 // caller holds the buffer's lock and has counted s's issued IDs first.
-func (s *segment) retire() { s.used.Add(retireAt) }
+//
+// It returns the used count before it: the takes that got an ID are the
+// first min(used, size), and no take after retire gets one.
+func (s *segment) retire() (used int64) { return s.used.Add(retireAt) - retireAt }
 
 // spent reports whether every ID of the segment was taken.
 func (s *segment) spent() bool { return s.used.Load() >= s.size }
@@ -225,14 +228,16 @@ func (b *buffer) remove() {
 // clear drops the segments of b, cur and next, after a remove or Close. The
 // fast path, which reads cur without the lock and checks no flag, then
 // fails, and the slow path answers. cur is also retired (see retire), for a
-// Tag handle that still holds it. b.mu must be held.
-func (b *buffer) clear() {
+// Tag handle that still holds it. It returns cur's used count at the retire
+// (0 without cur). b.mu must be held.
+func (b *buffer) clear() (used int64) {
 	if cur := b.cur.Load(); cur != nil {
-		b.retired += cur.issued()
-		cur.retire()
+		used = cur.retire()
+		b.retired += min(used, cur.size)
 		b.cur.Store(nil)
 	}
 	b.next = nil
+	return used
 }
 
 // stats snapshots the buffer for [Generator.Stats].

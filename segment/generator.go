@@ -26,11 +26,20 @@ type Generator struct {
 	// refused (errMarkNotStored) and [Generator.MarksErr] says so.
 	markFail atomic.Pointer[markFailure]
 
-	marksMu sync.Mutex // guards highs
+	marksMu sync.Mutex // guards highs, own and rets
 	// highs is the high-water mark of every tag ever loaded or read from
 	// Marks; it seeds new buffers, so that a tag dropped and re-created
 	// lower is refused too.
 	highs map[string]int64
+	// own is, per tag, the highest max_id of a segment this generator
+	// allocated itself (this run only): a tail return never explains a
+	// max_id below it (see applyReturn).
+	own map[string]int64
+	// rets is, per tag, the seq of the last tail return (store.TailReturn)
+	// this server made or applied, from Marks.Returns and later Lowers.
+	rets map[string]int64
+	// tails are the unused tails Close found, for ReturnTails.
+	tails []tail
 
 	// cache maps tag to buffer. It is copy-on-write: readers load the
 	// pointer without a lock; writers hold cacheMu and store a new map.
@@ -81,13 +90,16 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 	}
 	g := &Generator{st: st, cfg: cfg, clock: cfg.Clock, log: cfg.Logger, marks: cfg.Marks,
 		refreshTurn: make(chan struct{}, 1)}
-	g.highs = map[string]int64{}
+	g.highs, g.own, g.rets = map[string]int64{}, map[string]int64{}, map[string]int64{}
 	if g.marks != nil {
 		m, err := g.marks.Load(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("segment: load high-water marks: %w", err)
 		}
 		g.highs = m
+		if g.rets, err = g.marks.Returns(ctx); err != nil {
+			return nil, fmt.Errorf("segment: load high-water marks: %w", err)
+		}
 		g.log.Info("segment: high-water marks loaded", "tags", len(m))
 	}
 	g.miss.find = g.findTags
@@ -108,7 +120,9 @@ func (g *Generator) Ready() bool { return g.ready.Load() }
 // Close stops the refresh loop and cancels the loads in flight, then waits
 // for them and drops the buffered segments (Stats then shows none). Callers
 // waiting in Get return [ErrClosed], and so does every later Get or [Tag.Get].
-// Close is idempotent and always returns nil.
+// Dropping a segment stops its takes atomically, so the unused tail of every
+// tag that Close records for [Generator.ReturnTails] is exact: no ID of it
+// was or will be handed out. Close is idempotent and always returns nil.
 func (g *Generator) Close() error {
 	g.goMu.Lock()
 	if g.stopped {
@@ -124,11 +138,19 @@ func (g *Generator) Close() error {
 	// call; see BenchmarkTagGet): with cur gone it takes the slow path,
 	// which does.
 	// No load runs any more, so nothing installs a segment after this.
+	var tails []tail
 	for _, b := range *g.cache.Load() {
 		b.mu.Lock()
-		b.clear()
+		cur, next := b.cur.Load(), b.next
+		used := b.clear()
 		b.mu.Unlock()
+		if t, ok := unusedTail(b.tag, cur, next, used); ok {
+			tails = append(tails, t)
+		}
 	}
+	g.goMu.Lock()
+	g.tails = tails
+	g.goMu.Unlock()
 	return nil
 }
 

@@ -82,6 +82,13 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		// this one's IDs. A fresh mark (high <= 1) has nothing to check; a
 		// refusing tag always has a mark above 1.
 		err = checkMaxID(ctx, g.st, b.tag, high)
+		if errors.Is(err, ErrRewound) {
+			// Maybe not a rewind: another server gave its tail back.
+			if h, ok := g.checkReturned(ctx, b); ok {
+				high = h
+				err = checkMaxID(ctx, g.st, b.tag, high)
+			}
+		}
 	}
 	if err == nil {
 		alloc, err = g.st.Allocate(ctx, b.tag, step)

@@ -40,7 +40,20 @@ type Marks interface {
 	// marks to the max_id values it read). A mark below the stored one must
 	// leave it unchanged. On error the raised marks still hold in memory.
 	StoreAll(ctx context.Context, marks map[string]int64) error
+	// Lower sets the mark of tag to maxID even below the stored one, and
+	// records seq, the number of the tail return (store.TailReturn) that
+	// allows it; durable when it returns nil. Only the tail return of a
+	// graceful stop and the applying of another server's return call it
+	// (docs/contract.md §14). An implementation that cannot lower returns an
+	// error, and the generator then neither gives tails back nor accepts
+	// another server's.
+	Lower(ctx context.Context, tag string, maxID, seq int64) error
+	// Returns returns, by biz_tag, the seq of the last Lower of each tag.
+	Returns(ctx context.Context) (map[string]int64, error)
 }
+
+// errNoLower is FileMarks' answer to Lower.
+var errNoLower = errors.New("segment: the JSON marks file cannot lower a mark")
 
 // FileMarks keeps the marks of all tags in one JSON file, an object mapping
 // biz_tag to its mark as a decimal string (strings because marks may pass
@@ -120,6 +133,17 @@ func (f *FileMarks) Load(ctx context.Context) (map[string]int64, error) {
 		f.marks[tag] = max(f.marks[tag], v)
 	}
 	return maps.Clone(f.marks), nil
+}
+
+// Lower implements [Marks]: the JSON file of earlier versions cannot lower a
+// mark; the server uses [LogMarks].
+func (f *FileMarks) Lower(ctx context.Context, tag string, maxID, seq int64) error {
+	return errNoLower
+}
+
+// Returns implements [Marks]: FileMarks never lowers, so it has none.
+func (f *FileMarks) Returns(ctx context.Context) (map[string]int64, error) {
+	return map[string]int64{}, nil
 }
 
 // Store raises the mark of tag to maxID and returns once a file holding it is

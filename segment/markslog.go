@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -33,11 +34,17 @@ import (
 // Layout (docs/contract.md §2.6): the header line
 // "leaf-go segment marks log v1\n", then records of
 //
-//	uint32 n (little endian): length of the payload, 9 to 8+4*128 bytes
+//	uint32 n (little endian): length of the payload, 9 to 16+4*128 bytes
 //	uint32 CRC-32C (Castagnoli) of the 4 length bytes and the payload
 //	payload: int64 max_id (little endian, >= 1), then the biz_tag (UTF-8)
+//	     or: int64 -max_id (< 0), int64 seq (>= 1), then the biz_tag: a lowering
 //
-// A tag's mark is the highest max_id of its records. Crash safety: a record
+// A tag's mark is the highest max_id of its records since its last
+// lowering record, which sets the mark to its max_id, raised or lowered, and
+// records seq, the tail return the lowering belongs to ([LogMarks.Lower]).
+// A version without lowering records reads one as damage: it refuses to
+// start, or (at the end of the file) cuts it and then refuses the tag whose
+// max_id lies below the mark, never the other way round. Crash safety: a record
 // is acknowledged only after the fsync that follows its write, so a crash
 // can damage only records that nobody was told about, and only at the end
 // of the file. Load cuts such a torn tail (bytes after the last whole record
@@ -74,6 +81,9 @@ type LogMarks struct {
 	// markGroup is the group commit (marks known durable, staged, who
 	// writes or compacts).
 	markGroup
+	// rets is the seq of the last lowering record of each tag that has
+	// one ([LogMarks.Lower]); compaction keeps it.
+	rets map[string]int64
 	// writes and compactions count successful file writes, for tests.
 	writes, compactions int
 	// nextCompact is the size at which the next compaction is tried.
@@ -96,10 +106,10 @@ const (
 	marksLogHeader = "leaf-go segment marks log v1\n"
 	// recHead is the length and checksum in front of a payload.
 	recHead = 8
-	// minPayload and maxPayload bound a payload: max_id and 1 to 128
-	// characters of up to 4 bytes.
+	// minPayload and maxPayload bound a payload: max_id (and, in a
+	// lowering record, seq) and 1 to 128 characters of up to 4 bytes.
 	minPayload = 9
-	maxPayload = 8 + 4*128
+	maxPayload = 16 + 4*128
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -112,7 +122,8 @@ func NewLogMarks(path, legacyJSON string, log *slog.Logger) *LogMarks {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &LogMarks{path: path, jsonPath: legacyJSON, log: log, markGroup: markGroup{marks: map[string]int64{}, staged: map[string]int64{}}}
+	f := &LogMarks{path: path, jsonPath: legacyJSON, log: log, markGroup: markGroup{marks: map[string]int64{}, staged: map[string]int64{}},
+		rets: map[string]int64{}}
 	f.cond = sync.NewCond(&f.mu)
 	return f
 }
@@ -160,7 +171,7 @@ func (f *LogMarks) open() error {
 		return nil
 	}
 	_, _ = atomicfile.RemoveTemps(f.path) // leftovers of a compaction killed midway; never read
-	marks, good, total, err := readMarksLog(f.path)
+	marks, rets, good, total, err := readMarksLog(f.path)
 	missing := errors.Is(err, fs.ErrNotExist)
 	if err != nil && !missing {
 		return err
@@ -182,6 +193,9 @@ func (f *LogMarks) open() error {
 	}
 	for t, v := range marks {
 		f.marks[t] = max(f.marks[t], v)
+	}
+	for t, seq := range rets {
+		f.rets[t] = seq
 	}
 	if missing || imported {
 		// A fresh log, or one that must carry the imported marks: write a
@@ -319,6 +333,57 @@ func (f *LogMarks) storeAll(marks map[string]int64) error {
 	}
 }
 
+// Lower sets the mark of tag to maxID, below (or above) the current one, and
+// records seq, the number of the tail return it belongs to, in one lowering
+// record; it returns once the record is durable. Only a graceful stop that
+// gives a tail back (the returning server, before its compare-and-set) and a
+// server applying another server's return call it ([Generator.ReturnTails]).
+// Errors: a tag that cannot be written, maxID or seq below 1, or the write's.
+func (f *LogMarks) Lower(ctx context.Context, tag string, maxID, seq int64) error {
+	if tag == "" || !utf8.ValidString(tag) || utf8.RuneCountInString(tag) > 128 || maxID < 1 || seq < 1 {
+		return fmt.Errorf("high-water mark %q = %d (return %d) cannot be lowered: tag must be 1 to 128 characters of UTF-8, mark and seq >= 1", tag, maxID, seq)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.writing {
+		f.cond.Wait()
+	}
+	if err := f.open(); err != nil {
+		return err
+	}
+	f.writing = true
+	f.mu.Unlock()
+	err := f.write(appendLowering(nil, tag, maxID, seq))
+	f.mu.Lock()
+	if err == nil {
+		f.writes++
+		if _, ok := f.marks[tag]; !ok {
+			f.live += recHead + 16 + int64(len(tag))
+		}
+		f.marks[tag], f.rets[tag] = maxID, seq
+	}
+	f.writing = false
+	f.cond.Broadcast()
+	if err != nil {
+		return fmt.Errorf("lower high-water mark: %w", err)
+	}
+	return nil
+}
+
+// Returns returns the seq of the last lowering record of each tag that has
+// one ([LogMarks.Lower]); a copy. It reads the log first if Load did not.
+func (f *LogMarks) Returns(ctx context.Context) (map[string]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.writing {
+		f.cond.Wait()
+	}
+	if err := f.open(); err != nil {
+		return nil, err
+	}
+	return maps.Clone(f.rets), nil
+}
+
 // append writes the records of group at the end of the log and fsyncs. On
 // failure it cuts the file back to its last durable size, so that the next
 // write does not follow garbage. Only the writer calls it, without f.mu.
@@ -328,6 +393,12 @@ func (f *LogMarks) append(group map[string]int64) error {
 		b = appendRecord(b, t, group[t])
 	}
 	f.buf = b
+	return f.write(b)
+}
+
+// write appends b at the end of the log and fsyncs, as append. Only the
+// writer calls it, without f.mu.
+func (f *LogMarks) write(b []byte) error {
 	_, err := f.file.WriteAt(b, f.size)
 	if err == nil {
 		err = f.file.Sync()
@@ -367,7 +438,11 @@ func (f *LogMarks) compact() error {
 	// tag").
 	b := []byte(marksLogHeader)
 	for _, t := range slices.Sorted(maps.Keys(f.marks)) {
-		b = appendRecord(b, t, f.marks[t])
+		if seq := f.rets[t]; seq > 0 {
+			b = appendLowering(b, t, f.marks[t], seq)
+		} else {
+			b = appendRecord(b, t, f.marks[t])
+		}
 	}
 	if err := atomicfile.Write(f.path, b); err != nil {
 		return err
@@ -403,27 +478,50 @@ func appendRecord(b []byte, tag string, maxID int64) []byte {
 	return b
 }
 
-// parseRecord reads the record at the start of b: its tag, mark and length.
-// ok is false when b does not start with a whole, valid record.
-func parseRecord(b []byte) (tag string, maxID int64, n int, ok bool) {
+// appendLowering appends the lowering record of (tag, maxID, seq) to b.
+func appendLowering(b []byte, tag string, maxID, seq int64) []byte {
+	n := 16 + len(tag)
+	start := len(b)
+	b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	b = append(b, 0, 0, 0, 0) // checksum, below
+	b = binary.LittleEndian.AppendUint64(b, uint64(-maxID))
+	b = binary.LittleEndian.AppendUint64(b, uint64(seq))
+	b = append(b, tag...)
+	sum := crc32.Update(crc32.Checksum(b[start:start+4], castagnoli), castagnoli, b[start+recHead:])
+	binary.LittleEndian.PutUint32(b[start+4:], sum)
+	return b
+}
+
+// parseRecord reads the record at the start of b: its tag, mark and length,
+// and for a lowering record its seq (0 for a raising one). ok is false when
+// b does not start with a whole, valid record.
+func parseRecord(b []byte) (tag string, maxID, seq int64, n int, ok bool) {
 	if len(b) < recHead+minPayload {
-		return "", 0, 0, false
+		return "", 0, 0, 0, false
 	}
 	size := int(binary.LittleEndian.Uint32(b))
 	if size < minPayload || size > maxPayload || len(b) < recHead+size {
-		return "", 0, 0, false
+		return "", 0, 0, 0, false
 	}
 	payload := b[recHead : recHead+size]
 	sum := crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, payload)
 	if sum != binary.LittleEndian.Uint32(b[4:]) {
-		return "", 0, 0, false
+		return "", 0, 0, 0, false
 	}
 	maxID = int64(binary.LittleEndian.Uint64(payload))
 	tag = string(payload[8:])
-	if maxID < 1 || !utf8.ValidString(tag) {
-		return "", 0, 0, false
+	if maxID < 0 && maxID != math.MinInt64 && size >= 17 { // a lowering
+		maxID = -maxID
+		seq = int64(binary.LittleEndian.Uint64(payload[8:]))
+		tag = string(payload[16:])
+		if seq < 1 {
+			return "", 0, 0, 0, false
+		}
 	}
-	return tag, maxID, recHead + size, true
+	if maxID < 1 || !utf8.ValidString(tag) || tag == "" {
+		return "", 0, 0, 0, false
+	}
+	return tag, maxID, seq, recHead + size, true
 }
 
 // ReadMarksLog reads the marks log at path without changing it: every mark,
@@ -431,32 +529,36 @@ func parseRecord(b []byte) (tag string, maxID int64, n int, ok bool) {
 // a missing file is an error wrapping fs.ErrNotExist; a damaged log is
 // [ErrMarksDamaged]. For tools and tests; the server uses [LogMarks.Load].
 func ReadMarksLog(path string) (map[string]int64, error) {
-	m, _, _, err := readMarksLog(path)
+	m, _, _, _, err := readMarksLog(path)
 	return m, err
 }
 
-// readMarksLog reads the log at path: the marks, the length of the whole
-// records (good) and the file's length (total).
-func readMarksLog(path string) (marks map[string]int64, good, total int64, err error) {
+// readMarksLog reads the log at path: the marks, the seq of each tag's last
+// lowering record (rets), the length of the whole records (good) and the
+// file's length (total).
+func readMarksLog(path string) (marks, rets map[string]int64, good, total int64, err error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return map[string]int64{}, 0, 0, err
+			return map[string]int64{}, map[string]int64{}, 0, 0, err
 		}
-		return nil, 0, 0, fmt.Errorf("read high-water marks log: %w", err)
+		return nil, nil, 0, 0, fmt.Errorf("read high-water marks log: %w", err)
 	}
 	total = int64(len(b))
 	if len(b) < len(marksLogHeader) || string(b[:len(marksLogHeader)]) != marksLogHeader {
-		return nil, 0, total, fmt.Errorf("%w: %s does not start with %q. %s", ErrMarksDamaged, path, marksLogHeader[:len(marksLogHeader)-1], marksAdvice)
+		return nil, nil, 0, total, fmt.Errorf("%w: %s does not start with %q. %s", ErrMarksDamaged, path, marksLogHeader[:len(marksLogHeader)-1], marksAdvice)
 	}
-	marks = map[string]int64{}
+	marks, rets = map[string]int64{}, map[string]int64{}
 	off := len(marksLogHeader)
 	for off < len(b) {
-		tag, v, n, ok := parseRecord(b[off:])
+		tag, v, seq, n, ok := parseRecord(b[off:])
 		if !ok {
 			break
 		}
-		if v > marks[tag] {
+		switch {
+		case seq > 0: // a lowering: the mark is v from here on
+			marks[tag], rets[tag] = v, seq
+		case v > marks[tag]:
 			marks[tag] = v
 		}
 		off += n
@@ -465,13 +567,13 @@ func readMarksLog(path string) (marks map[string]int64, good, total int64, err e
 		// A torn tail holds no whole record after the damage; anything else
 		// is damage in the middle.
 		for at := off + 1; at < len(b); at++ {
-			if _, _, _, ok := parseRecord(b[at:]); ok {
-				return nil, int64(off), total, fmt.Errorf("%w: %s: the record at byte %d is damaged and a whole record follows at byte %d, which a crash cannot leave (a changed file or a failing disk). %s",
+			if _, _, _, _, ok := parseRecord(b[at:]); ok {
+				return nil, nil, int64(off), total, fmt.Errorf("%w: %s: the record at byte %d is damaged and a whole record follows at byte %d, which a crash cannot leave (a changed file or a failing disk). %s",
 					ErrMarksDamaged, path, off, at, marksAdvice)
 			}
 		}
 	}
-	return marks, int64(off), total, nil
+	return marks, rets, int64(off), total, nil
 }
 
 // marksAdvice tells the operator what to do with a damaged marks log.

@@ -307,3 +307,75 @@ func TestLogMarksWriteErrorCut(t *testing.T) {
 		t.Errorf("log = %v, want a=10 b=20 c=30", m)
 	}
 }
+
+// TestLogMarksLower: a lowering record sets the mark below the stored one
+// and keeps the return's seq; a later Store raises it again; both survive a
+// reopen and a compaction; a torn lowering record at the end is cut like any
+// torn record (issue 22 item 2).
+func TestLogMarksLower(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "segment-marks.log")
+	f := NewLogMarks(path, "", nil)
+	f.CompactBytes = 1 // compact whenever the log doubles
+	for _, step := range []func() error{
+		func() error { return f.Store(ctx, "a", 500) },
+		func() error { return f.Store(ctx, "b", 70) },
+		func() error { return f.Lower(ctx, "a", 120, 3) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string, wantA, wantSeq int64) {
+		t.Helper()
+		g := NewLogMarks(path, "", nil)
+		m, err := g.Load(ctx)
+		if err != nil {
+			t.Fatalf("%s: Load: %v", when, err)
+		}
+		rets, err := g.Returns(ctx)
+		if err != nil || m["a"] != wantA || m["b"] != 70 || rets["a"] != wantSeq || rets["b"] != 0 {
+			t.Fatalf("%s: marks %v returns %v (%v), want a=%d b=70, return of a %d", when, m, rets, err, wantA, wantSeq)
+		}
+	}
+	check("after Lower", 120, 3)
+	if err := f.Store(ctx, "a", 100); err != nil { // below the lowered mark: nothing
+		t.Fatal(err)
+	}
+	check("after a Store below", 120, 3)
+	if err := f.Store(ctx, "a", 300); err != nil {
+		t.Fatal(err)
+	}
+	check("after a Store above", 300, 3)
+	for i := range 20 { // force compactions
+		if err := f.Store(ctx, fmt.Sprintf("t%d", i), 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.compactions == 0 {
+		t.Fatal("no compaction happened")
+	}
+	check("after compaction", 300, 3)
+	if err := f.Lower(ctx, "a", 0, 4); err == nil {
+		t.Error("Lower to 0 = nil, want an error")
+	}
+	if err := f.Lower(ctx, "a", 10, 0); err == nil {
+		t.Error("Lower with seq 0 = nil, want an error")
+	}
+	// A lowering record torn by a crash is cut: the mark it would have
+	// lowered stays (the refusal side).
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec := appendLowering(nil, "a", 50, 4)
+	file, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.Write(rec[:len(rec)-2]); err != nil {
+		t.Fatal(err)
+	}
+	file.Close()
+	check("after a torn lowering", 300, 3)
+}

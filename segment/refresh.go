@@ -68,6 +68,9 @@ func (g *Generator) Refresh(ctx context.Context) error {
 		b.mu.Unlock()
 	}
 	g.ready.Store(true)
+	// Returns first: a mark lowered to a returned tail is not raised again
+	// by the max_id read (it is at least the mark).
+	g.applyReturns(ctx, observed, m)
 	g.observe(ctx, observed, m)
 	return nil
 }

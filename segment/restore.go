@@ -24,6 +24,7 @@ func (g *Generator) storeMark(ctx context.Context, tag string, maxID int64) erro
 	}
 	g.marksMu.Lock()
 	g.highs[tag] = max(g.highs[tag], maxID)
+	g.own[tag] = max(g.own[tag], maxID)
 	g.marksMu.Unlock()
 	return nil
 }

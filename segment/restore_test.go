@@ -296,6 +296,12 @@ func (failingMarks) Store(context.Context, string, int64) error     { return err
 func (failingMarks) StoreAll(context.Context, map[string]int64) error {
 	return errors.New("disk full")
 }
+func (failingMarks) Lower(context.Context, string, int64, int64) error {
+	return errors.New("disk full")
+}
+func (failingMarks) Returns(context.Context) (map[string]int64, error) {
+	return map[string]int64{}, nil
+}
 
 // TestMarkNotStoredRefused: a segment whose mark cannot be stored is not
 // served.

@@ -244,6 +244,15 @@ type Config struct {
 	// Logger receives load failures and refresh errors. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Tails, when set, lets the generator give the unused tails back on a
+	// graceful stop ([Generator.ReturnTails]) and take in the tails other
+	// servers gave back (a max_id below this server's mark that a return
+	// explains is not a rewind). Needs Marks that can lower a mark
+	// ([LogMarks]) to give tails back. Default nil: neither (every restart
+	// skips the buffered IDs, and a returned tail below this server's mark
+	// is refused as a rewind). leaf-server passes its store unless
+	// --return-tail=false.
+	Tails TailStore
 	// OnLoad, when set, is called once per segment load, failed ones
 	// included, with what metrics need (see [LoadEvent]); a load that found no
 	// row ([store.ErrTagNotFound]) is a lookup, not a load, and is not

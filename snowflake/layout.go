@@ -15,7 +15,9 @@ const DefaultEpochMillis int64 = 1288834974657
 // `datacenterId << 17 | workerId << 12` with the default layout).
 const MachineBits = 5
 
-// Layout is the split of the 63 usable bits of an ID into time, worker and sequence fields.
+// Layout is the split of the low bits of an ID into time, worker and sequence fields: 63 bits
+// (the sign bit stays 0) or fewer, so that every ID stays below 2^Bits(). 53 bits keep every ID
+// exact in a JavaScript number (IEEE 754 double: integers up to 2^53-1).
 //
 //	id = (ms - epoch) << (WorkerBits + SequenceBits) | worker << SequenceBits | sequence
 //
@@ -51,8 +53,9 @@ func (l Layout) isZero() bool {
 	return l.Epoch.IsZero() && l.TimeBits == 0 && l.WorkerBits == 0 && l.SequenceBits == 0
 }
 
-// Validate reports whether the layout can be used at instant now: the widths sum to 63 (the
-// sign bit stays 0, so IDs are positive int64s, as in Leaf and Twitter), each width is in the
+// Validate reports whether the layout can be used at instant now: the widths sum to at most 63
+// (the sign bit stays 0, so IDs are positive int64s, as in Leaf and Twitter; 63 is their
+// layout, 53 keeps IDs exact in JavaScript), each width is in the
 // range documented on its field, the epoch is before now, and the layout has not run out at
 // now. The error wraps ErrInvalidLayout.
 func (l Layout) Validate(now time.Time) error {
@@ -68,18 +71,49 @@ func (l Layout) Validate(now time.Time) error {
 	return nil
 }
 
-// validWidths is the part of Validate that does not depend on the time: the widths sum to 63
-// and each lies in the range documented on its field.
+// validWidths is the part of Validate that does not depend on the time: the widths sum to at
+// most 63 and each lies in the range documented on its field.
 func (l Layout) validWidths() error {
 	switch {
-	case l.TimeBits+l.WorkerBits+l.SequenceBits != 63:
-		return fmt.Errorf("%w: widths %d+%d+%d must sum to 63", ErrInvalidLayout, l.TimeBits, l.WorkerBits, l.SequenceBits)
+	case l.TimeBits+l.WorkerBits+l.SequenceBits > 63:
+		return fmt.Errorf("%w: widths %d+%d+%d sum to %d, must be at most 63", ErrInvalidLayout, l.TimeBits, l.WorkerBits, l.SequenceBits,
+			l.TimeBits+l.WorkerBits+l.SequenceBits)
 	case l.TimeBits < 32 || l.TimeBits > 61:
 		return fmt.Errorf("%w: time bits %d not in [32, 61]", ErrInvalidLayout, l.TimeBits)
 	case l.WorkerBits < 1 || l.WorkerBits > 20:
 		return fmt.Errorf("%w: worker bits %d not in [1, 20]", ErrInvalidLayout, l.WorkerBits)
 	case l.SequenceBits < 1 || l.SequenceBits > 22:
 		return fmt.Errorf("%w: sequence bits %d not in [1, 22]", ErrInvalidLayout, l.SequenceBits)
+	}
+	return nil
+}
+
+// Bits returns the width of an ID of the layout: TimeBits + WorkerBits + SequenceBits, 63 for
+// DefaultLayout. Every ID of the layout lies in [0, 2^Bits()).
+func (l Layout) Bits() int { return l.TimeBits + l.WorkerBits + l.SequenceBits }
+
+// MaxID returns the largest ID the layout can hold, 2^Bits()-1: 9007199254740991
+// (JavaScript's Number.MAX_SAFE_INTEGER) for a 53-bit layout.
+func (l Layout) MaxID() int64 { return int64(uint64(1)<<l.Bits() - 1) }
+
+// Capacity returns how many IDs one worker can issue per millisecond (2^SequenceBits) and how
+// many worker IDs the layout holds (2^WorkerBits).
+func (l Layout) Capacity() (perMillis, workers int64) {
+	return l.MaxSequence() + 1, l.MaxWorker() + 1
+}
+
+// MinRunway is how long a layout must still last when leaf-server starts: it refuses a
+// layout whose End is less than a year away ([Layout.CheckRunway]), since the move to a new
+// layout must be planned before the old one runs out and cannot repeat IDs (see
+// [CheckLayoutChange]).
+const MinRunway = 365 * 24 * time.Hour
+
+// CheckRunway reports whether the layout lasts at least MinRunway past now. The error wraps
+// ErrInvalidLayout and names the end date.
+func (l Layout) CheckRunway(now time.Time) error {
+	if left := l.End().Sub(now); left < MinRunway {
+		return fmt.Errorf("%w: layout ends at %s, %.0f days from now; it must last at least a year (more time bits or an epoch closer to now)",
+			ErrInvalidLayout, l.End().UTC().Format(time.RFC3339), left.Hours()/24)
 	}
 	return nil
 }
@@ -167,8 +201,9 @@ type Parts struct {
 // Time returns Millis as a time.Time in UTC.
 func (p Parts) Time() time.Time { return time.UnixMilli(p.Millis).UTC() }
 
-// Decompose splits an ID into its fields. It is pure and total: the sign bit is ignored, so
-// every int64 decodes, and for 0 <= id Compose(Decompose(id)) == id.
+// Decompose splits an ID into its fields. It is pure and total: the bits above Bits() (the
+// sign bit, and the unused high bits of a layout narrower than 63 bits) are ignored, so every
+// int64 decodes, and for 0 <= id <= MaxID() Compose(Decompose(id)) == id.
 func (l Layout) Decompose(id int64) Parts {
 	worker := id >> l.SequenceBits & l.MaxWorker()
 	return Parts{

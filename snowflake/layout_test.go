@@ -2,6 +2,7 @@ package snowflake_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +72,8 @@ func TestLayoutValidate(t *testing.T) {
 	}{
 		{name: "default", give: def},
 		{name: "sonyflake-like 39/16/8", give: with(func(l *snowflake.Layout) { l.TimeBits, l.WorkerBits, l.SequenceBits = 39, 16, 8 })},
-		{name: "sum 62", give: with(func(l *snowflake.Layout) { l.TimeBits = 40 }), wantErr: true},
+		{name: "sum 62", give: with(func(l *snowflake.Layout) { l.TimeBits = 40 })},
+		{name: "53 bits for JavaScript 41/4/8", give: with(func(l *snowflake.Layout) { l.TimeBits, l.WorkerBits, l.SequenceBits = 41, 4, 8 })},
 		{name: "sum 64", give: with(func(l *snowflake.Layout) { l.TimeBits = 42 }), wantErr: true},
 		{name: "time 31", give: with(func(l *snowflake.Layout) { l.TimeBits, l.WorkerBits = 31, 20 }), wantErr: true},
 		{name: "worker 0", give: with(func(l *snowflake.Layout) { l.TimeBits, l.WorkerBits = 51, 0 }), wantErr: true},
@@ -89,6 +91,67 @@ func TestLayoutValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want error %v (ErrInvalidLayout)", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestLayout53 checks a layout JavaScript can hold (issue 22 item 3): its
+// largest ID is Number.MAX_SAFE_INTEGER, every ID it composes is at most
+// that, and decoding round-trips.
+func TestLayout53(t *testing.T) {
+	l := snowflake.DefaultLayout()
+	l.TimeBits, l.WorkerBits, l.SequenceBits = 41, 4, 8
+	if got, want := l.Bits(), 53; got != want {
+		t.Errorf("Bits() = %d, want %d", got, want)
+	}
+	if got, want := l.MaxID(), int64(9007199254740991); got != want {
+		t.Errorf("MaxID() = %d, want %d (2^53-1)", got, want)
+	}
+	if perMs, workers := l.Capacity(); perMs != 256 || workers != 16 {
+		t.Errorf("Capacity() = %d, %d, want 256, 16", perMs, workers)
+	}
+	last := l.End().UnixMilli() - 1
+	id, err := l.Compose(last, l.MaxWorker(), l.MaxSequence())
+	if err != nil || id != l.MaxID() {
+		t.Fatalf("Compose(last ms, max worker, max sequence) = %d, %v, want %d", id, err, l.MaxID())
+	}
+	for _, give := range []int64{0, 1, 1<<52 + 12345, l.MaxID()} {
+		p := l.Decompose(give)
+		got, err := l.Compose(p.Millis, p.Worker, p.Sequence)
+		if err != nil || got != give {
+			t.Errorf("Compose(Decompose(%d)) = %d, %v", give, got, err)
+		}
+	}
+	d := l.Describe(l.MaxID())
+	if d.Bits.Sign != "0" || d.Bits.Unused != "0000000000" || len(d.Bits.Time) != 41 || len(d.Bits.Worker) != 4 || len(d.Bits.Sequence) != 8 {
+		t.Errorf("Describe(MaxID()).Bits = %+v, want sign 0, 10 unused zero bits, 41/4/8", d.Bits)
+	}
+	if d.Bits.Sign+d.Bits.Unused+d.Bits.Time+d.Bits.Worker+d.Bits.Sequence != d.Bits.All {
+		t.Errorf("Describe bits do not add up to All: %+v", d.Bits)
+	}
+	if d.Layout.IDBits != 53 || d.Layout.MaxID != "9007199254740991" {
+		t.Errorf("Describe layout = %+v, want idBits 53, maxId 9007199254740991", d.Layout)
+	}
+	if def := snowflake.DefaultLayout().Describe(1); def.Bits.Unused != "" || len(def.Bits.Time) != 41 {
+		t.Errorf("DefaultLayout Describe bits = %+v, want no unused bits", def.Bits)
+	}
+}
+
+func TestLayoutCheckRunway(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	l := snowflake.Layout{Epoch: now.Add(-10 * 24 * time.Hour), TimeBits: 32, WorkerBits: 10, SequenceBits: 12}
+	if err := l.Validate(now); err != nil {
+		t.Fatalf("Validate() = %v; a layout ending in 40 days is valid, only short", err)
+	}
+	err := l.CheckRunway(now)
+	if !errors.Is(err, snowflake.ErrInvalidLayout) || !strings.Contains(err.Error(), "at least a year") {
+		t.Errorf("CheckRunway(40 days left) = %v, want ErrInvalidLayout saying at least a year", err)
+	}
+	l.TimeBits = 35 // 2^35 ms: about 397 days
+	if err := l.CheckRunway(now); err != nil {
+		t.Errorf("CheckRunway(387 days left) = %v, want nil", err)
+	}
+	if err := snowflake.DefaultLayout().CheckRunway(now); err != nil {
+		t.Errorf("DefaultLayout().CheckRunway = %v, want nil", err)
 	}
 }
 

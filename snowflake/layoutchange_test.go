@@ -38,7 +38,10 @@ func TestCheckLayoutChange(t *testing.T) {
 		{name: "old epoch after the mark issued nothing", old: snowflake.Layout{Epoch: now.Add(time.Hour), TimeBits: 41, WorkerBits: 10, SequenceBits: 12}, next: base, floor: soon},
 		{name: "old layout ran out", old: snowflake.Layout{Epoch: now.Add(-60 * 24 * time.Hour), TimeBits: 32, WorkerBits: 10, SequenceBits: 21}, next: base, floor: soon, wantErr: snowflake.ErrLayoutChange},
 		{name: "old widths damaged", old: with(0, -1, 10, 12), next: base, wantErr: snowflake.ErrInvalidLayout},
-		{name: "new widths invalid", old: base, next: with(0, 41, 10, 11), wantErr: snowflake.ErrInvalidLayout},
+		{name: "new widths invalid", old: base, next: with(0, 41, 10, 13), wantErr: snowflake.ErrInvalidLayout},
+		// Issue 22 item 3: a narrower layout makes smaller IDs, which may
+		// repeat the 63-bit ones already issued.
+		{name: "to 53 bits, same epoch", old: base, next: with(0, 41, 4, 8), wantErr: snowflake.ErrLayoutChange},
 		{name: "new epoch in the future", old: base, next: snowflake.Layout{Epoch: now.Add(time.Hour), TimeBits: 41, WorkerBits: 10, SequenceBits: 12}, wantErr: snowflake.ErrTimeRange},
 	}
 	for _, tt := range tests {

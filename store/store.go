@@ -108,6 +108,25 @@ type Row struct {
 	UpdateTime  time.Time // update_time: when the row last changed (set by the database), UTC
 }
 
+// TailReturn is a row of leaf_tail_return: the last unused tail a server
+// gave back for a biz_tag on a graceful stop. leaf_alloc.max_id went from
+// From down to To; IDs To..From-1 had never been handed out. Seq counts the
+// returns of the tag, from 1.
+type TailReturn struct {
+	BizTag   string
+	From, To int64
+	Seq      int64
+}
+
+// ValidateTailReturn checks the arguments of [Store.ReturnTail]: 1 <= to <
+// from and seq >= 1. The error wraps [ErrBadRow].
+func ValidateTailReturn(from, to, seq int64) error {
+	if to < 1 || to >= from || seq < 1 {
+		return fmt.Errorf("%w: tail return from %d to %d, seq %d: want 1 <= to < from, seq >= 1", ErrBadRow, from, to, seq)
+	}
+	return nil
+}
+
 // Store is what the server needs from a leaf_alloc database. It has three
 // implementations (postgres, mysql, sqlite); all are safe for concurrent use.
 type Store interface {
@@ -149,6 +168,23 @@ type Store interface {
 	// the row afterwards (`leafctl tag fence` after a restore). Errors:
 	// [ErrTagNotFound].
 	Fence(ctx context.Context, tag string, minMaxID int64) (Row, error)
+	// ReturnTail gives back the unused tail [to, from) of tag (a graceful
+	// stop, issue 22 item 2): in one transaction, UPDATE leaf_alloc SET
+	// max_id = to WHERE biz_tag = tag AND max_id = from, a compare-and-set
+	// that any allocation after the caller's turns into a no-op, and, only
+	// if it changed the row, the record of the return in leaf_tail_return
+	// with sequence number seq, which must be one more than the tag's last
+	// (1 for the first); a record whose seq moved on meanwhile rolls the
+	// whole transaction back. It reports whether max_id was lowered. This is
+	// the only statement that ever lowers max_id. Errors: [ErrBadRow] unless
+	// 1 <= to < from and seq >= 1; a driver error.
+	ReturnTail(ctx context.Context, tag string, from, to, seq int64) (bool, error)
+	// TailReturns returns every record of leaf_tail_return (the last
+	// return of each tag that had one), for the tag refresh.
+	TailReturns(ctx context.Context) ([]TailReturn, error)
+	// TailReturnOf returns the record of tag's last return; the zero
+	// TailReturn (Seq 0) when it has none.
+	TailReturnOf(ctx context.Context, tag string) (TailReturn, error)
 	// Delete removes a row and, in the same transaction, leaves its max_id
 	// in the tag's tombstone (raised, never lowered), which Create checks.
 	// Errors: [ErrTagNotFound].

@@ -11,6 +11,8 @@
   // Snowflake layout, Twitter's default; replaced by the server's when
   // snowflake mode is on. Widths are in bits.
   const layout = { epoch: 1288834974657n, timeBits: 41, workerBits: 10, seqBits: 12 };
+  // idBits is the width of an ID of the layout: 63, or fewer (53 keeps IDs exact in JavaScript).
+  const idBits = () => layout.timeBits + layout.workerBits + layout.seqBits;
 
   const $ = (id) => document.getElementById(id);
 
@@ -283,6 +285,7 @@
     add("clock-back wait", s.clockBackwardWaitMs + " ms");
     add("sequence waits", s.sequenceWaits);
     add("layout ends", s.layoutEnd);
+    if (s.layout && s.layout.idBits !== undefined) add("layout", s.layout.idBits + " bits, " + s.idsPerMsPerWorker + " IDs/ms per worker, " + s.workers + " workers");
     if (s.layout && s.layout.epoch !== undefined) {
       layout.epoch = BigInt(s.layout.epoch);
       layout.timeBits = s.layout.timeBits;
@@ -349,7 +352,7 @@
 
   // decode splits an ID (a decimal string) into its fields.
   function decode(idStr) {
-    const id = parseUint("ID", idStr, 63);
+    const id = parseUint("ID", idStr, idBits());
     const seqBits = BigInt(layout.seqBits);
     const workerBits = BigInt(layout.workerBits);
     const seq = id & ((1n << seqBits) - 1n);
@@ -381,6 +384,7 @@
     const seq = layout.seqBits;
     const worker = layout.workerBits;
     if (bit === 63) return "b-sign";
+    if (bit >= idBits()) return "b-unused";
     if (bit >= seq + worker) return "b-time";
     if (bit >= seq) {
       if (twitterSplit()) return bit >= seq + 5 ? "b-dc" : "b-machine";

@@ -62,7 +62,9 @@ type Config struct {
 	// (Twitter's and Leaf's). It must lie in the past.
 	EpochMillis int64
 	// TimeBits, WorkerBits and SequenceBits are the snowflake layout's field
-	// widths; they must sum to 63. Default 41/10/12 (Leaf, Twitter).
+	// widths; they sum to at most 63 (53 keeps every ID exact in a
+	// JavaScript number), and the layout must last at least a year
+	// (snowflake.MinRunway). Default 41/10/12 (Leaf, Twitter).
 	TimeBits, WorkerBits, SequenceBits int
 	// RandomStart starts each millisecond's sequence at a random value in
 	// [0, 100), as Leaf does so that callers sharding on the last digits of
@@ -126,8 +128,15 @@ type Config struct {
 	// gets per-tag series ([api.TagMetrics.AllMax]). Default 200; 0 means
 	// never (only the chosen tags).
 	MetricsAllTagsMax int
-	// ShutdownTimeout bounds the graceful drain on SIGTERM. Default 10 s.
+	// ShutdownTimeout bounds the graceful drain on SIGTERM, and then again
+	// the tail return. Default 10 s.
 	ShutdownTimeout time.Duration
+	// ReturnTail gives the unused tail of every plain tag back on a
+	// graceful stop (SIGTERM), and lets this server take in the tails
+	// other servers gave back (segment.Config.Tails; docs/contract.md §14).
+	// A tail comes back only when no one allocated the tag after this
+	// server. Default true.
+	ReturnTail bool
 	// DemoTag inserts Leaf's sample row leaf-segment-test (max_id 1, step
 	// 2000) when leaf_alloc is empty. Default true.
 	DemoTag bool
@@ -169,6 +178,7 @@ func DefaultConfig() Config {
 		MetricsTopTags:    api.DefaultMetricsTopTags,
 		MetricsAllTagsMax: api.DefaultMetricsAllTagsMax,
 		ShutdownTimeout:   10 * time.Second,
+		ReturnTail:        true,
 		DemoTag:           true,
 		LogFormat:         "text",
 		LogLevel:          "info",
@@ -219,7 +229,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.BoolVar(&cfg.SnowflakeEnabled, "snowflake", cfg.SnowflakeEnabled, "enable snowflake mode")
 	fs.StringVar(&cfg.WorkerIDSource, "worker-id-source", cfg.WorkerIDSource, "snowflake worker ID source: static, zookeeper, sql (a lease in the --segment-dsn database) or etcd (a lease in --etcd-endpoints); unset: sql with a PostgreSQL or MySQL --segment-dsn and no --worker-id, else static")
 	fs.Int64Var(&cfg.EpochMillis, "epoch-ms", cfg.EpochMillis, "snowflake epoch in Unix ms (default Twitter's and Leaf's)")
-	fs.IntVar(&cfg.TimeBits, "time-bits", cfg.TimeBits, "snowflake time field width; time+worker+sequence bits must be 63")
+	fs.IntVar(&cfg.TimeBits, "time-bits", cfg.TimeBits, "snowflake time field width; time+worker+sequence bits at most 63 (53: IDs exact in JavaScript); the layout must last a year")
 	fs.IntVar(&cfg.WorkerBits, "worker-bits", cfg.WorkerBits, "snowflake worker ID field width")
 	fs.IntVar(&cfg.SequenceBits, "sequence-bits", cfg.SequenceBits, "snowflake sequence field width")
 	fs.BoolVar(&cfg.RandomStart, "random-start", cfg.RandomStart, "start each millisecond's sequence at a random value below 100, as Leaf does")
@@ -248,6 +258,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.MetricsTags, "metrics-tags", cfg.MetricsTags, "comma-separated biz_tag patterns (prefix* or path.Match globs) that always get per-tag series on /metrics")
 	fs.IntVar(&cfg.MetricsAllTagsMax, "metrics-all-tags-max", cfg.MetricsAllTagsMax, "every tag gets per-tag series on /metrics while there are at most this many tags (0 = never)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest graceful drain on SIGTERM")
+	fs.BoolVar(&cfg.ReturnTail, "return-tail", cfg.ReturnTail, "on SIGTERM give each tag's unused buffered IDs back to leaf_alloc (a compare-and-set: only when no one allocated after this server)")
 	fs.BoolVar(&cfg.DemoTag, "demo-tag", cfg.DemoTag, "insert Leaf's sample tag leaf-segment-test when leaf_alloc is empty")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn, error")
@@ -398,8 +409,11 @@ func (c Config) validate() error {
 	}
 	if c.SnowflakeEnabled {
 		l := c.Layout()
-		if err := l.Validate(time.Now()); err != nil {
+		now := time.Now()
+		if err := l.Validate(now); err != nil {
 			errs = append(errs, fmt.Errorf("--epoch-ms/--time-bits/--worker-bits/--sequence-bits: %w", err))
+		} else if err := l.CheckRunway(now); err != nil {
+			errs = append(errs, fmt.Errorf("--epoch-ms/--time-bits: %w", err))
 		}
 		switch c.WorkerIDSource {
 		case "static":

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +89,11 @@ func TestConfigErrors(t *testing.T) {
 		{"bad flag", "", []string{"--wait-timeout", "soon"}, "wait-timeout"},
 		{"bad worker", "", []string{"--worker-id", "1024"}, "0..1023"},
 		{"bad worker for layout", "", []string{"--worker-bits", "5", "--time-bits", "46", "--worker-id", "32"}, "0..31"},
-		{"widths", "", []string{"--time-bits", "42"}, "sum to 63"},
+		{"widths", "", []string{"--time-bits", "42"}, "sum to 64, must be at most 63"},
+		// 32 time bits last 49.7 days: from an epoch 10 days ago the layout
+		// ends in about 40, within a year (issue 22 item 3).
+		{"layout ends within a year", "", []string{"--time-bits", "32", "--epoch-ms", strconv.FormatInt(time.Now().Add(-10*24*time.Hour).UnixMilli(), 10)},
+			"it must last at least a year"},
 		{"future epoch", "", []string{"--epoch-ms", "99999999999999"}, "not in the past"},
 		{"zk without leaf name", "", []string{"--worker-id-source", "zookeeper", "--zk", "127.0.0.1:2181", "--leaf-name", ""}, "--leaf-name"},
 		{"bad source", "", []string{"--worker-id-source", "dns"}, "worker-id-source"},

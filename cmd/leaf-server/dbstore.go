@@ -188,6 +188,33 @@ func (l *lazyStore) MaxID(ctx context.Context, tag string) (int64, error) {
 	return st.MaxID(ctx, tag)
 }
 
+// ReturnTail implements [store.Store].
+func (l *lazyStore) ReturnTail(ctx context.Context, tag string, from, to, seq int64) (bool, error) {
+	st, err := l.store()
+	if err != nil {
+		return false, err
+	}
+	return st.ReturnTail(ctx, tag, from, to, seq)
+}
+
+// TailReturns implements [store.Store].
+func (l *lazyStore) TailReturns(ctx context.Context) ([]store.TailReturn, error) {
+	st, err := l.store()
+	if err != nil {
+		return nil, err
+	}
+	return st.TailReturns(ctx)
+}
+
+// TailReturnOf implements [store.Store].
+func (l *lazyStore) TailReturnOf(ctx context.Context, tag string) (store.TailReturn, error) {
+	st, err := l.store()
+	if err != nil {
+		return store.TailReturn{}, err
+	}
+	return st.TailReturnOf(ctx, tag)
+}
+
 // Create implements [store.Store].
 func (l *lazyStore) Create(ctx context.Context, r store.Row) error {
 	st, err := l.store()

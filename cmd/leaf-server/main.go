@@ -20,6 +20,7 @@ import (
 
 	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/internal/buildinfo"
+	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -119,11 +120,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer func() { err = errors.Join(err, st.Close()) }()
 	}
+	var segGen *segment.Generator
 	if cfg.SegmentEnabled {
 		gen, err := startSegment(ctx, cfg, st, log, &deps)
 		if err != nil {
 			return err
 		}
+		segGen = gen
 		defer func() { err = errors.Join(err, closeGroups(deps.Groups), gen.Close()) }()
 	}
 
@@ -161,6 +164,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	if segGen != nil {
+		returnTails(cfg, segGen, deps.Groups, log)
 	}
 	log.Info("stopped")
 	return nil

@@ -34,13 +34,17 @@ func startSegment(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 	marks := segment.NewLogMarks(filepath.Join(cfg.DataDir, "segment-marks.log"),
 		filepath.Join(cfg.DataDir, "segment-marks.json"), log)
 	marks.CompactBytes = cfg.MarksCompactBytes
-	gen, err := segment.New(ctx, st, segment.Config{
+	scfg := segment.Config{
 		WaitTimeout:     cfg.WaitTimeout,
 		RefreshInterval: cfg.RefreshInterval,
 		Marks:           marks,
 		Logger:          log,
 		OnLoad:          loads.Observe,
-	})
+	}
+	if cfg.ReturnTail {
+		scfg.Tails = st // give tails back at SIGTERM, take in others' (issue 22)
+	}
+	gen, err := segment.New(ctx, st, scfg)
 	if err != nil {
 		return nil, fmt.Errorf("start segment mode: %w", err)
 	}
@@ -106,4 +110,30 @@ func closeGroups(g *segment.Groups) error {
 		return nil
 	}
 	return g.Close()
+}
+
+// returnTails stops segment issuing for good and gives the unused tails back
+// (--return-tail; issue 22 item 2): the grouped tags' loop is closed, the
+// loads in flight are waited for (they become next segments instead of
+// being cancelled after a commit), the generator is closed, so that no
+// request is served after a tail is computed (the HTTP server has drained
+// already), then segment.Generator.ReturnTails runs; all within
+// --shutdown-timeout. A failure is logged: the tail is then
+// skipped, as without tail return.
+func returnTails(cfg Config, gen *segment.Generator, groups *segment.Groups, log *slog.Logger) {
+	if !cfg.ReturnTail {
+		return
+	}
+	_ = closeGroups(groups)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := gen.WaitLoads(ctx); err != nil {
+		log.Warn("segment: a segment load was still in flight at the stop", "err", err)
+	}
+	_ = gen.Close() // always nil
+	st, err := gen.ReturnTails(ctx, tailPause(log))
+	if err != nil {
+		log.Warn("segment: not every unused tail was given back; those IDs are skipped", "err", err)
+	}
+	log.Info("segment: unused tails given back", "tags", st.Tags, "ids", st.IDs, "kept", st.Missed)
 }

@@ -55,8 +55,10 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 	}
 	l := first.gen.Layout()
 	warnLayoutEnd(log, l, time.Now())
+	perMs, workers := l.Capacity()
 	log.Info("snowflake mode on", "source", first.src.Name(), "worker_id", first.gen.WorkerID(),
-		"epoch_ms", l.EpochMillis(), "layout_end", l.End().Format("2006-01-02"))
+		"epoch_ms", l.EpochMillis(), "layout_end", l.End().Format("2006-01-02"),
+		"id_bits", l.Bits(), "max_id", l.MaxID(), "ids_per_ms_per_worker", perMs, "workers", workers)
 	return superviseSnowflake(ctx, first, build, log), nil
 }
 
@@ -278,10 +280,12 @@ const layoutEndWarn = 20 * 365 * 24 * time.Hour
 
 // warnLayoutEnd logs a warning when l ends within layoutEndWarn of now
 // (issue 16 item 9: --epoch-ms 0 with 41 time bits ends on 2039-09-07 and
-// was accepted with an INFO line). It warns rather than refuses: a deployment
-// that already issues IDs on that layout cannot move its epoch without
-// repeating IDs (the layout guard refuses such a change), and refusing would
-// only take it down. Leaf's fixed epoch is snowflake.DefaultEpochMillis.
+// was accepted with an INFO line). Between a year (snowflake.MinRunway, below
+// which Config.validate refuses the layout) and 20 years it warns rather than
+// refuses: a deployment that already issues IDs on that layout cannot move
+// its epoch without repeating IDs (the layout guard refuses such a change),
+// and refusing years ahead would only take it down. Leaf's fixed epoch is
+// snowflake.DefaultEpochMillis.
 func warnLayoutEnd(log *slog.Logger, l snowflake.Layout, now time.Time) {
 	left := l.End().Sub(now)
 	if left >= layoutEndWarn {

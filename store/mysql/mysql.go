@@ -437,6 +437,42 @@ func (s *Store) fence(ctx context.Context, c *sql.Conn, tag string, minMaxID int
 	return r, nil
 }
 
+// ReturnTail implements [store.Store], re-run whole on the retryable errors
+// as every transaction of this store.
+func (s *Store) ReturnTail(ctx context.Context, tag string, from, to, seq int64) (bool, error) {
+	if err := store.ValidateTailReturn(from, to, seq); err != nil {
+		return false, fmt.Errorf("return tail of %q: %w", tag, err)
+	}
+	var ok bool
+	err := s.inTx(ctx, func(c *sql.Conn) error {
+		tx, err := c.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("return tail of %q: %w", tag, err)
+		}
+		defer tx.Rollback()
+		ok, err = sqlstore.ReturnTail(ctx, tx, "CURRENT_TIMESTAMP", tag, from, to, seq)
+		if err != nil || !ok {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			ok = false
+			return fmt.Errorf("return tail of %q: %w", tag, err)
+		}
+		return nil
+	})
+	return ok, err
+}
+
+// TailReturns implements [store.Store].
+func (s *Store) TailReturns(ctx context.Context) ([]store.TailReturn, error) {
+	return sqlstore.TailReturns(ctx, s.db)
+}
+
+// TailReturnOf implements [store.Store].
+func (s *Store) TailReturnOf(ctx context.Context, tag string) (store.TailReturn, error) {
+	return sqlstore.TailReturnOf(ctx, s.db, tag)
+}
+
 // Ping implements [store.Store].
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 

@@ -273,6 +273,80 @@ func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Ro
 	return r, nil
 }
 
+// ReturnTail implements [store.Store]: one transaction, re-run whole on the
+// retryable errors.
+func (s *Store) ReturnTail(ctx context.Context, tag string, from, to, seq int64) (bool, error) {
+	if err := store.ValidateTailReturn(from, to, seq); err != nil {
+		return false, fmt.Errorf("return tail of %q: %w", tag, err)
+	}
+	var ok bool
+	err := s.retry(ctx, func() error {
+		ok = false
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			ct, err := tx.Exec(ctx, `UPDATE leaf_alloc SET max_id = $2, update_time = now() WHERE biz_tag = $1 AND max_id = $3`, tag, to, from)
+			if err != nil || ct.RowsAffected() != 1 {
+				return err // someone allocated after the caller: no-op
+			}
+			if seq == 1 {
+				ct, err = tx.Exec(ctx, `INSERT INTO leaf_tail_return (biz_tag, returned_from, returned_to, seq)
+					VALUES ($1, $2, $3, 1) ON CONFLICT (biz_tag) DO NOTHING`, tag, from, to)
+			} else {
+				ct, err = tx.Exec(ctx, `UPDATE leaf_tail_return SET returned_from = $2, returned_to = $3, seq = $4
+					WHERE biz_tag = $1 AND seq = $4 - 1`, tag, from, to, seq)
+			}
+			if err != nil {
+				return err
+			}
+			if ct.RowsAffected() != 1 {
+				return errTailRolledBack // the record moved on: undo the UPDATE
+			}
+			ok = true
+			return nil
+		})
+	})
+	if errors.Is(err, errTailRolledBack) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("return tail of %q: %w", tag, err)
+	}
+	return ok, nil
+}
+
+// errTailRolledBack rolls back a ReturnTail whose record moved on.
+var errTailRolledBack = errors.New("tail return record moved on")
+
+// TailReturns implements [store.Store].
+func (s *Store) TailReturns(ctx context.Context) ([]store.TailReturn, error) {
+	rows, err := s.pool.Query(ctx, `SELECT biz_tag, returned_from, returned_to, seq FROM leaf_tail_return`)
+	if err != nil {
+		return nil, fmt.Errorf("read tail returns: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.TailReturn, error) {
+		var t store.TailReturn
+		err := r.Scan(&t.BizTag, &t.From, &t.To, &t.Seq)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read tail returns: %w", err)
+	}
+	return out, nil
+}
+
+// TailReturnOf implements [store.Store].
+func (s *Store) TailReturnOf(ctx context.Context, tag string) (store.TailReturn, error) {
+	t := store.TailReturn{BizTag: tag}
+	err := s.pool.QueryRow(ctx, `SELECT returned_from, returned_to, seq FROM leaf_tail_return WHERE biz_tag = $1`, tag).
+		Scan(&t.From, &t.To, &t.Seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.TailReturn{}, nil
+	}
+	if err != nil {
+		return store.TailReturn{}, fmt.Errorf("read tail return of %q: %w", tag, err)
+	}
+	return t, nil
+}
+
 // Ping implements [store.Store].
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 

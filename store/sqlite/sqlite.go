@@ -284,6 +284,36 @@ func (s *Store) Fence(ctx context.Context, tag string, minMaxID int64) (store.Ro
 	return r, nil
 }
 
+// ReturnTail implements [store.Store].
+func (s *Store) ReturnTail(ctx context.Context, tag string, from, to, seq int64) (bool, error) {
+	if err := store.ValidateTailReturn(from, to, seq); err != nil {
+		return false, fmt.Errorf("return tail of %q: %w", tag, err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("return tail of %q: %w", tag, err)
+	}
+	defer tx.Rollback()
+	ok, err := sqlstore.ReturnTail(ctx, tx, now, tag, from, to, seq)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("return tail of %q: %w", tag, err)
+	}
+	return true, nil
+}
+
+// TailReturns implements [store.Store].
+func (s *Store) TailReturns(ctx context.Context) ([]store.TailReturn, error) {
+	return sqlstore.TailReturns(ctx, s.db)
+}
+
+// TailReturnOf implements [store.Store].
+func (s *Store) TailReturnOf(ctx context.Context, tag string) (store.TailReturn, error) {
+	return sqlstore.TailReturnOf(ctx, s.db, tag)
+}
+
 // Ping implements [store.Store].
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 

@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CancelledContext", testCancelled},
 		{"Groups", testGroups},
 		{"Find", testFind},
+		{"ReturnTail", testReturnTail},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

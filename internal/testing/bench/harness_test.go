@@ -81,6 +81,7 @@ func TestHarness(t *testing.T) {
 	}
 	section("metrics", func(t *testing.T) { metricsSection(t, rep, mt) })
 	section("metricsscale", func(t *testing.T) { metricsScaleSection(t, rep) })
+	section("tail", func(t *testing.T) { tailSection(t, rep) })
 
 	load, _ := os.ReadFile("/proc/loadavg")
 	rep.add("End of run", fmt.Sprintf("Load average at the end: %s. Wall time %v.",

@@ -6,6 +6,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/leaf-go/leaf/store"
@@ -79,3 +80,67 @@ func Affected(op, tag string, res sql.Result, err error) error {
 
 // NullString stores "" as NULL, as Leaf's description column defaults.
 func NullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// ReturnTail runs the statements of [store.Store.ReturnTail] in tx, which
+// the caller commits when it reports true and rolls back otherwise. now is
+// the dialect's expression for the current time. Placeholders are ?.
+func ReturnTail(ctx context.Context, tx *sql.Tx, now, tag string, from, to, seq int64) (bool, error) {
+	res, err := tx.ExecContext(ctx,
+		`UPDATE leaf_alloc SET max_id = ?, update_time = `+now+` WHERE biz_tag = ? AND max_id = ?`, to, tag, from)
+	if err != nil {
+		return false, fmt.Errorf("return tail of %q: %w", tag, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return false, err // someone allocated after the caller: no-op
+	}
+	if seq == 1 {
+		res, err = tx.ExecContext(ctx,
+			`INSERT INTO leaf_tail_return (biz_tag, returned_from, returned_to, seq) SELECT ?, ?, ?, 1 FROM leaf_alloc
+			 WHERE biz_tag = ? AND NOT EXISTS (SELECT 1 FROM leaf_tail_return WHERE biz_tag = ?)`, tag, from, to, tag, tag)
+	} else {
+		res, err = tx.ExecContext(ctx,
+			`UPDATE leaf_tail_return SET returned_from = ?, returned_to = ?, seq = ? WHERE biz_tag = ? AND seq = ?`,
+			from, to, seq, tag, seq-1)
+	}
+	if err != nil {
+		return false, fmt.Errorf("record tail return of %q: %w", tag, err)
+	}
+	n, err := res.RowsAffected()
+	return err == nil && n == 1, err
+}
+
+// TailReturns reads every row of leaf_tail_return.
+func TailReturns(ctx context.Context, db *sql.DB) ([]store.TailReturn, error) {
+	rows, err := db.QueryContext(ctx, `SELECT biz_tag, returned_from, returned_to, seq FROM leaf_tail_return`)
+	if err != nil {
+		return nil, fmt.Errorf("read tail returns: %w", err)
+	}
+	defer rows.Close()
+	var out []store.TailReturn
+	for rows.Next() {
+		var r store.TailReturn
+		if err := rows.Scan(&r.BizTag, &r.From, &r.To, &r.Seq); err != nil {
+			return nil, fmt.Errorf("read tail returns: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read tail returns: %w", err)
+	}
+	return out, nil
+}
+
+// TailReturnOf reads tag's row of leaf_tail_return; the zero TailReturn
+// when there is none.
+func TailReturnOf(ctx context.Context, db *sql.DB, tag string) (store.TailReturn, error) {
+	r := store.TailReturn{BizTag: tag}
+	err := db.QueryRowContext(ctx, `SELECT returned_from, returned_to, seq FROM leaf_tail_return WHERE biz_tag = ?`, tag).
+		Scan(&r.From, &r.To, &r.Seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.TailReturn{}, nil
+	}
+	if err != nil {
+		return store.TailReturn{}, fmt.Errorf("read tail return of %q: %w", tag, err)
+	}
+	return r, nil
+}
