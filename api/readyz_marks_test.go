@@ -32,6 +32,14 @@ func (m *fullMarks) Store(_ context.Context, tag string, v int64) error {
 	m.marks[tag] = max(m.marks[tag], v)
 	return nil
 }
+func (m *fullMarks) Lower(_ context.Context, tag string, v, _ int64) error {
+	if m.full.Load() {
+		return errors.New("write high-water marks: no space left on device")
+	}
+	m.marks[tag] = v
+	return nil
+}
+func (m *fullMarks) Returns(context.Context) (map[string]int64, error) { return map[string]int64{}, nil }
 func (m *fullMarks) StoreAll(ctx context.Context, marks map[string]int64) error {
 	for t, v := range marks {
 		if err := m.Store(ctx, t, v); err != nil {
