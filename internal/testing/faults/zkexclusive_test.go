@@ -176,7 +176,7 @@ func TestZooKeeperRuntimeConflict(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: "is gone",
+			want: "deleted", // the live node (contact) or the /forever node (upload), whichever is found first
 		},
 	}
 	for _, tt := range tests {
