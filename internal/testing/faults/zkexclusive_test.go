@@ -38,19 +38,6 @@ func runRefused(t testing.TB, limit time.Duration, env []string, args ...string)
 	return 0, string(out), took
 }
 
-// idsAfter counts the IDs of tl whose millisecond is after at (the servers
-// run on this host's clock).
-func idsAfter(tl *tally, at time.Time) int {
-	ids, _, _, _ := tl.snapshot()
-	n := 0
-	for _, id := range ids {
-		if snowflake.Decompose(id).Time().After(at) {
-			n++
-		}
-	}
-	return n
-}
-
 // readyzBody returns /readyz's status and body.
 func readyzBody(p *servertest.Proc) (int, string) {
 	code, body, err := p.Get(context.Background(), "/readyz")
