@@ -42,12 +42,24 @@ func start(t *testing.T, st sqllease.Store, opts sqllease.Options) *sqllease.Lea
 	return l
 }
 
-// generator builds a generator on l, once a claim without history may serve.
-func generator(t *testing.T, l *sqllease.Lease, layout snowflake.Layout) *snowflake.Generator {
+// serving waits until l backs IDs: a claim without history is held back TTL + margin, and
+// on a loaded machine a renewal may lag past the lease's end for a moment.
+func serving(t *testing.T, l *sqllease.Lease) {
 	t.Helper()
 	if err := l.WaitNoHistory(context.Background()); err != nil {
 		t.Fatalf("WaitNoHistory() = %v", err)
 	}
+	for deadline := time.Now().Add(30 * time.Second); l.Ready() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Ready() = %v 30 s after the no-history wait", l.Ready())
+		}
+	}
+}
+
+// generator builds a generator on l, once l backs IDs (serving).
+func generator(t *testing.T, l *sqllease.Lease, layout snowflake.Layout) *snowflake.Generator {
+	t.Helper()
+	serving(t, l)
 	g, err := snowflake.New(context.Background(), snowflake.Settings{
 		Layout: layout, WorkerID: l.WorkerID(), Lease: l, HighWater: l, HighWaterWindow: 300 * time.Millisecond,
 	})
