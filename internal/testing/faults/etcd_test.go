@@ -171,6 +171,9 @@ func TestEtcdWorkerIDs(t *testing.T) {
 	r.Note = fmt.Sprintf("E took B's worker %d %v after the pause; B after SIGCONT: %d IDs, /readyz %d, lost: %s",
 		we, eClaim.Round(time.Millisecond), tbAfter.idCount(), readyB, lostB)
 	report.add(t, r)
+	// B keeps trying to claim again (the range is full); stop it, or it would take the ID
+	// that C's SIGTERM frees below before F does.
+	b.Kill9()
 
 	// Quorum lost: stop the leader, then a second member.
 	stopC()
