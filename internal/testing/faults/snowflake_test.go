@@ -71,6 +71,9 @@ func checkWorker(t testing.TB, tl *tally, worker int64) {
 func startThree(t *testing.T, start func() *servertest.Proc) (a, b, c *servertest.Proc, wa, wb, wc int64) {
 	t.Helper()
 	a, b, c = start(), start(), start()
+	for _, p := range []*servertest.Proc{a, b, c} {
+		p.WaitReady(t, time.Minute) // lease sources: a fresh worker ID is held back TTL + margin
+	}
 	wa, wb, wc = status(t, a).WorkerID, status(t, b).WorkerID, status(t, c).WorkerID
 	got := map[int64]bool{wa: true, wb: true, wc: true}
 	for w := range got {

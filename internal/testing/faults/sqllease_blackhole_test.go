@@ -44,6 +44,7 @@ func sqlLeaseBlackhole(t *testing.T, kind string) {
 	px := faultproxy.Start(t, d.upstream())
 	p := start(t, t.TempDir(), "--segment=false", "--worker-id-source", "sql",
 		"--segment-dsn", d.via(t, px), "--wait-timeout", wait.String())
+	p.WaitReady(t, time.Minute) // a fresh row has no history: held back TTL + margin
 	worker := status(t, p).WorkerID
 	tl := newTally(bound, bound)
 
