@@ -324,7 +324,10 @@ func (s *Store) create(ctx context.Context, r store.Row, force bool) (overrode i
 		case r.MaxID < tomb && !force:
 			return &store.TombstoneError{BizTag: r.BizTag, MaxID: r.MaxID, Tombstone: tomb, DeletedAt: at.UTC()}
 		case r.MaxID < tomb:
+			// Forced below the tombstone: it stays, so that no server gives a
+			// tail of the deleted row back into this one (ReturnTail).
 			overrode = tomb
+			return nil
 		}
 		_, err = tx.ExecContext(ctx, `DELETE FROM leaf_tombstone WHERE biz_tag = ?`, r.BizTag)
 		return err

@@ -202,8 +202,11 @@ func (s *Store) create(ctx context.Context, r store.Row, force bool) (overrode i
 		case !force:
 			return &store.TombstoneError{BizTag: r.BizTag, MaxID: r.MaxID, Tombstone: tomb, DeletedAt: at.UTC()}
 		}
+		// Forced below the tombstone: it stays, so that no server gives a
+		// tail of the deleted row back into this one (ReturnTail).
 		overrode = tomb
-		return nil
+		_, err = tx.Exec(ctx, `INSERT INTO leaf_tombstone (biz_tag, max_id, deleted_at) VALUES ($1, $2, $3)`, r.BizTag, tomb, at)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("create %q: %w", r.BizTag, err)
@@ -283,7 +286,11 @@ func (s *Store) ReturnTail(ctx context.Context, tag string, from, to, seq int64)
 	err := s.retry(ctx, func() error {
 		ok = false
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			ct, err := tx.Exec(ctx, `UPDATE leaf_alloc SET max_id = $2, update_time = now() WHERE biz_tag = $1 AND max_id = $3`, tag, to, from)
+			// A tag with a tombstone was re-created by force below it (a plain
+			// re-create removes it): its row may have reached max_id = from
+			// anew, so no tail goes back.
+			ct, err := tx.Exec(ctx, `UPDATE leaf_alloc SET max_id = $2, update_time = now() WHERE biz_tag = $1 AND max_id = $3
+				AND NOT EXISTS (SELECT 1 FROM leaf_tombstone WHERE biz_tag = $1)`, tag, to, from)
 			if err != nil || ct.RowsAffected() != 1 {
 				return err // someone allocated after the caller: no-op
 			}

@@ -192,8 +192,11 @@ func (s *Store) create(ctx context.Context, r store.Row, force bool) (overrode i
 			deleted, _ := time.Parse(timeLayout, at) // written by this store or the column's default
 			return &store.TombstoneError{BizTag: r.BizTag, MaxID: r.MaxID, Tombstone: tomb, DeletedAt: deleted}
 		}
+		// Forced below the tombstone: it stays, so that no server gives a
+		// tail of the deleted row back into this one (ReturnTail).
 		overrode = tomb
-		return nil
+		_, err = tx.ExecContext(ctx, `INSERT INTO leaf_tombstone (biz_tag, max_id, deleted_at) VALUES (?, ?, ?)`, r.BizTag, tomb, at)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("create %q: %w", r.BizTag, err)

@@ -460,11 +460,16 @@ func testTombstone(t *testing.T, s Admin) {
 	if _, err := s.ForceCreate(ctx, store.Row{BizTag: "tomb", MaxID: 1, Step: 1000}); !errors.Is(err, store.ErrTagExists) {
 		t.Errorf("ForceCreate of an existing tag = %v, want %v", err, store.ErrTagExists)
 	}
-	// Deleted at max_id 1 after the forced create: a tombstone of 1 refuses nothing.
+	// The forced create kept the tombstone of 4001 (so that no server gives a
+	// tail of the old row back into the new one, ReturnTail): deleted again at
+	// max_id 1, the tag is still refused below 4001, and served at it.
 	if err := s.Delete(ctx, "tomb"); err != nil {
 		t.Fatal(err)
 	}
-	create(t, s, store.Row{BizTag: "tomb", MaxID: 1, Step: 1000})
+	if err := s.Create(ctx, store.Row{BizTag: "tomb", MaxID: 1, Step: 1000}); !errors.Is(err, store.ErrBelowTombstone) || !strings.Contains(err.Error(), "4001") {
+		t.Errorf("Create below the tombstone a forced create kept = %v, want %v naming 4001", err, store.ErrBelowTombstone)
+	}
+	create(t, s, store.Row{BizTag: "tomb", MaxID: 4001, Step: 1000})
 	if overrode, err := s.ForceCreate(ctx, store.Row{BizTag: "fresh", Step: 5}); err != nil || overrode != 0 {
 		t.Errorf("ForceCreate of a tag never deleted = %d, %v, want 0, nil", overrode, err)
 	}

@@ -74,4 +74,28 @@ func testReturnTail(t *testing.T, s Admin) {
 	if ok, err := s.ReturnTail(ctx, "missing", 101, 40, 1); ok || err != nil {
 		t.Errorf("ReturnTail of a missing tag = %v, %v, want false, nil", ok, err)
 	}
+
+	// A tag deleted and re-created by force below its tombstone: the new row
+	// reaches the old row's max_id (101) again, and a server stopping with a
+	// segment of the old row must not lower it into IDs the new row handed
+	// out. The kept tombstone turns the compare-and-set into a no-op.
+	create(t, s, store.Row{BizTag: "re", MaxID: 1, Step: 100})
+	if _, err := s.Allocate(ctx, "re", 0); err != nil { // old row: [1, 101)
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ForceCreate(ctx, store.Row{BizTag: "re", MaxID: 2, Step: 99}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.Allocate(ctx, "re", 0); err != nil || a.MaxID != 101 { // new row: [2, 101)
+		t.Fatalf("Allocate after the forced re-create = %+v, %v, want max_id 101", a, err)
+	}
+	if ok, err := s.ReturnTail(ctx, "re", 101, 2, 1); ok || err != nil {
+		t.Fatalf("ReturnTail into a force-re-created row = %v, %v, want false, nil", ok, err)
+	}
+	if got := row(t, s, "re").MaxID; got != 101 {
+		t.Fatalf("max_id after the refused return = %d, want 101", got)
+	}
 }

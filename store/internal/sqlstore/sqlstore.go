@@ -82,11 +82,14 @@ func Affected(op, tag string, res sql.Result, err error) error {
 func NullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // ReturnTail runs the statements of [store.Store.ReturnTail] in tx, which
+// changes nothing while the tag has a tombstone (a forced re-create keeps
+// it: the re-created row may reach the caller's max_id again),
 // the caller commits when it reports true and rolls back otherwise. now is
 // the dialect's expression for the current time. Placeholders are ?.
 func ReturnTail(ctx context.Context, tx *sql.Tx, now, tag string, from, to, seq int64) (bool, error) {
 	res, err := tx.ExecContext(ctx,
-		`UPDATE leaf_alloc SET max_id = ?, update_time = `+now+` WHERE biz_tag = ? AND max_id = ?`, to, tag, from)
+		`UPDATE leaf_alloc SET max_id = ?, update_time = `+now+` WHERE biz_tag = ? AND max_id = ?
+		 AND NOT EXISTS (SELECT 1 FROM leaf_tombstone WHERE biz_tag = ?)`, to, tag, from, tag)
 	if err != nil {
 		return false, fmt.Errorf("return tail of %q: %w", tag, err)
 	}
