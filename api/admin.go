@@ -92,10 +92,13 @@ type tagJSON struct {
 	Step        int64  `json:"step"`
 	Description string `json:"description"`
 	UpdateTime  string `json:"updateTime,omitempty"`
+	// Ordered is true for an ordered tag (docs/contract.md §11); absent for
+	// a plain one.
+	Ordered bool `json:"ordered,omitempty"`
 }
 
 func rowJSON(r store.Row) tagJSON {
-	t := tagJSON{BizTag: r.BizTag, MaxID: strconv.FormatInt(r.MaxID, 10), Step: r.Step, Description: r.Description}
+	t := tagJSON{BizTag: r.BizTag, MaxID: strconv.FormatInt(r.MaxID, 10), Step: r.Step, Description: r.Description, Ordered: r.Ordered}
 	if !r.UpdateTime.IsZero() {
 		t.UpdateTime = r.UpdateTime.UTC().Format("2006-01-02T15:04:05Z")
 	}
@@ -115,13 +118,14 @@ func (h *handler) adminList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"tags": out})
 }
 
-// adminCreate is POST /api/v1/admin/tags {"bizTag","maxId","step","description"}.
+// adminCreate is POST /api/v1/admin/tags {"bizTag","maxId","step","description","ordered"}.
 func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		BizTag      string      `json:"bizTag"`
 		MaxID       json.Number `json:"maxId"`
 		Step        *int64      `json:"step"`
 		Description string      `json:"description"`
+		Ordered     bool        `json:"ordered"`
 		Force       bool        `json:"force"`
 		Reason      string      `json:"reason"`
 	}
@@ -139,7 +143,7 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 	if h.refuseGroupedName(w, r, in.BizTag) { // group_admin.go
 		return
 	}
-	row := store.Row{BizTag: in.BizTag, MaxID: 1, Step: *in.Step, Description: in.Description}
+	row := store.Row{BizTag: in.BizTag, MaxID: 1, Step: *in.Step, Description: in.Description, Ordered: in.Ordered}
 	if in.MaxID != "" {
 		n, err := in.MaxID.Int64()
 		if err != nil || n < 1 || n > int64(store.MaxFence) {
@@ -166,7 +170,7 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err)
 		return
 	}
-	h.audit(r, "create", row.BizTag, append(forced, slog.Int64("max_id", row.MaxID), slog.Int64("step", row.Step))...)
+	h.audit(r, "create", row.BizTag, append(forced, slog.Int64("max_id", row.MaxID), slog.Int64("step", row.Step), slog.Bool("ordered", row.Ordered))...)
 	if h.d.Segment != nil {
 		// Re-read the tag list, so that the new tag is served at once even
 		// when a request just before found it missing (the generator

@@ -77,6 +77,8 @@ type missLookups struct {
 type missBatch struct {
 	names map[string]struct{}
 	done  chan struct{}
+	// found maps each name with a row to whether it is an ordered tag
+	// (read in the same query).
 	found map[string]bool
 	err   error
 }
@@ -134,12 +136,14 @@ func (g *Generator) probe(ctx context.Context, tag, client string) (*buffer, err
 	if b := old[tag]; b != nil {
 		return b, nil
 	}
-	if !batch.found[tag] {
+	ordered, found := batch.found[tag]
+	if !found {
 		g.rememberMiss(tag)
 		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
 	}
 	b := g.newBuffer(tag)
 	b.probe = true
+	b.setOrdered(ordered) // ordered.go
 	m := maps.Clone(old)
 	if m == nil {
 		m = map[string]*buffer{}
@@ -264,7 +268,7 @@ func (g *Generator) missLoop() {
 		found := map[string]bool{}
 		for _, r := range rows {
 			if _, ok := b.names[r.BizTag]; ok {
-				found[r.BizTag] = true
+				found[r.BizTag] = r.Ordered
 			}
 		}
 		m.mu.Lock()

@@ -33,9 +33,16 @@ func (g *Generator) Refresh(ctx context.Context) error {
 	}
 	tags := make([]string, 0, len(rows))
 	observed := make(map[string]int64, len(rows)) // max_id of every row
+	var ordered map[string]bool                   // tags with a leaf_ordered row
 	for _, r := range rows {
 		tags = append(tags, r.BizTag)
 		observed[r.BizTag] = r.MaxID
+		if r.Ordered {
+			if ordered == nil {
+				ordered = map[string]bool{}
+			}
+			ordered[r.BizTag] = true
+		}
 	}
 	g.cacheMu.Lock()
 	old := *g.cache.Load()
@@ -46,6 +53,7 @@ func (g *Generator) Refresh(ctx context.Context) error {
 			b = g.newBuffer(t)
 		}
 		b.known.Store(true)
+		b.setOrdered(ordered[t]) // ordered.go
 		m[t] = b
 	}
 	now := g.clock.Now()

@@ -63,6 +63,11 @@ type Row struct {
 	Step        int64     // step: the configured (minimum) segment size, in IDs
 	Description string    // description: free text up to 256 characters; "" is stored as NULL
 	UpdateTime  time.Time // update_time: when the row last changed (set by the database), UTC
+	// Ordered reports whether the tag has a row in leaf_ordered, leaf-go's own
+	// table (migration 6): its IDs increase in real time across every server
+	// (docs/contract.md §11). Create sets it in the same transaction as the
+	// leaf_alloc row; Rows reads it in the same query; Delete removes it.
+	Ordered bool
 }
 
 // Store is what the server needs from a leaf_alloc database. It has three
@@ -76,14 +81,17 @@ type Store interface {
 	Allocate(ctx context.Context, tag string, step int64) (Allocation, error)
 	// Tags lists every biz_tag in leaf_alloc (Leaf's getAllTags).
 	Tags(ctx context.Context) ([]string, error)
-	// Rows returns every row ordered by biz_tag, for the /db page.
+	// Rows returns every row ordered by biz_tag, for the /db page, with
+	// Ordered read from leaf_ordered in the same query.
 	Rows(ctx context.Context) ([]Row, error)
 	// MaxID reads the max_id of one row without changing it (the segment
 	// generator's restore check before an allocation). Errors:
 	// [ErrTagNotFound], or a driver error.
 	MaxID(ctx context.Context, tag string) (int64, error)
-	// Create inserts a row. maxID < 1 means 1 (Leaf's default). Errors:
-	// [ErrTagExists], [ErrBadStep].
+	// Create inserts a row, and with r.Ordered its leaf_ordered row in the
+	// same transaction (without, it removes a stale one left by a plain SQL
+	// delete). maxID < 1 means 1 (Leaf's default). Errors: [ErrTagExists],
+	// [ErrBadStep].
 	Create(ctx context.Context, r Row) error
 	// Update sets the step (1..MaxStep IDs) and description of a row; max_id
 	// is never touched. Errors: [ErrBadStep], [ErrTagNotFound].
@@ -92,7 +100,8 @@ type Store interface {
 	// the row afterwards (`leafctl tag fence` after a restore). Errors:
 	// [ErrTagNotFound].
 	Fence(ctx context.Context, tag string, minMaxID int64) (Row, error)
-	// Delete removes a row. Errors: [ErrTagNotFound].
+	// Delete removes a row and its leaf_ordered row in one transaction.
+	// Errors: [ErrTagNotFound].
 	Delete(ctx context.Context, tag string) error
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error

@@ -132,8 +132,13 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) {
 
 // Rows implements [store.Store].
 func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
-	rows, _ := s.pool.Query(ctx, `SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag`)
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Row, error) { return scanRow(r) })
+	rows, _ := s.pool.Query(ctx, rowsQuery)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Row, error) {
+		var ordered bool
+		row, err := scanRow(orderedRow{Row: r, ordered: &ordered})
+		row.Ordered = ordered
+		return row, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("rows: %w", err)
 	}
@@ -141,13 +146,13 @@ func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
 }
 
 // Create implements [store.Store]. An empty description is stored as NULL, as
-// Leaf's default.
+// Leaf's default; the leaf_ordered row is written in the same transaction.
 func (s *Store) Create(ctx context.Context, r store.Row) error {
 	if err := store.ValidateRow(r); err != nil {
 		return fmt.Errorf("create %q: %w", r.BizTag, err)
 	}
 	r.MaxID = max(r.MaxID, 1)
-	_, err := s.pool.Exec(ctx,
+	err := s.insertRow(ctx, r.Ordered,
 		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES ($1, $2, $3, $4, now())`,
 		r.BizTag, r.MaxID, r.Step, nullString(r.Description))
 	if err != nil {
@@ -175,7 +180,7 @@ func (s *Store) Update(ctx context.Context, tag string, step int64, description 
 
 // Delete implements [store.Store].
 func (s *Store) Delete(ctx context.Context, tag string) error {
-	ct, err := s.pool.Exec(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = $1`, tag)
+	ct, err := s.deleteRow(ctx, tag)
 	return affected("delete", tag, ct, err)
 }
 

@@ -143,17 +143,23 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) { return sqlstore.Ta
 
 // Rows implements [store.Store].
 func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
-	return sqlstore.Rows(ctx, s.db, scanRow)
+	return sqlstore.OrderedRows(ctx, s.db, rowsQuery, scanRow)
 }
 
+// rowsQuery reads every leaf_alloc row with its ordered flag (a row in
+// leaf_ordered, migration 6).
+const rowsQuery = `SELECT a.biz_tag, a.max_id, a.step, a.description, a.update_time, o.biz_tag IS NOT NULL
+	FROM leaf_alloc a LEFT JOIN leaf_ordered o ON o.biz_tag = a.biz_tag
+	ORDER BY a.biz_tag`
+
 // Create implements [store.Store]. An empty description is stored as NULL, as
-// Leaf's default.
+// Leaf's default; the leaf_ordered row is written in the same transaction.
 func (s *Store) Create(ctx context.Context, r store.Row) error {
 	if err := store.ValidateRow(r); err != nil {
 		return fmt.Errorf("create %q: %w", r.BizTag, err)
 	}
 	r.MaxID = max(r.MaxID, 1)
-	_, err := s.db.ExecContext(ctx,
+	err := sqlstore.InsertRow(ctx, s.db, r.Ordered,
 		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, `+now+`)`,
 		r.BizTag, r.MaxID, r.Step, sqlstore.NullString(r.Description))
 	if err != nil {
@@ -181,7 +187,7 @@ func (s *Store) Update(ctx context.Context, tag string, step int64, description 
 
 // Delete implements [store.Store].
 func (s *Store) Delete(ctx context.Context, tag string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
+	res, err := sqlstore.DeleteRow(ctx, s.db, tag)
 	return sqlstore.Affected("delete", tag, res, err)
 }
 
