@@ -287,7 +287,7 @@ func (b *buffer) setOrdered(ordered bool) {
 	}
 }
 
-// orderedStats fills the parts of st that differ for an ordered tag:
+// fill sets the parts of st that differ for an ordered tag:
 // Segments[0] shows the last allocation ([max_id-n, max_id), all handed
 // out), Step its size n, Issued the IDs handed out. b.mu must be held.
 func (q *orderQueue) fill(st *BufferStats) {
@@ -301,6 +301,7 @@ func (q *orderQueue) fill(st *BufferStats) {
 	st.Remaining = 0
 	q.mu.Lock()
 	st.Loading = q.running
+	st.Waiting = int64(len(q.waiting))
 	q.mu.Unlock()
 }
 

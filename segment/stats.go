@@ -73,8 +73,9 @@ type BufferStats struct {
 	// Remaining is 0.
 	Ordered bool
 	// Batches counts the allocations of an ordered tag that succeeded, one
-	// database write each; Issued/Batches is the mean batch size.
-	Batches int64
+	// database write each; Issued/Batches is the mean batch size. Waiting
+	// is the number of its requests queued for the next allocation.
+	Batches, Waiting int64
 }
 
 // Stats returns a snapshot of every buffer, sorted by tag. It locks each

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Fence", testFence},
 		{"CancelledContext", testCancelled},
 		{"Groups", testGroups},
+		{"Ordered", testOrdered}, // ordered.go
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
