@@ -92,7 +92,7 @@ type tagJSON struct {
 	Step        int64  `json:"step"`
 	Description string `json:"description"`
 	UpdateTime  string `json:"updateTime,omitempty"`
-	// Ordered is true for an ordered tag (docs/contract.md §11); absent for
+	// Ordered is true for an ordered tag (docs/contract.md §12); absent for
 	// a plain one.
 	Ordered bool `json:"ordered,omitempty"`
 }

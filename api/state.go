@@ -265,7 +265,7 @@ type bufferJSON struct {
 	Rate          float64       `json:"rate"`
 	RunwaySeconds *float64      `json:"runwaySeconds"`
 	StepHistory   []stepChangeJ `json:"stepHistory"`
-	// Ordered is true for an ordered tag (docs/contract.md §11): no
+	// Ordered is true for an ordered tag (docs/contract.md §12): no
 	// buffered segment, one database write per batch of concurrent
 	// requests; Batches counts those writes, as a string.
 	Ordered bool   `json:"ordered"`

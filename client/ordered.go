@@ -6,7 +6,7 @@ import (
 )
 
 // Ordered returns the next ID of an ordered tag (one created with `leafctl
-// tag create NAME --ordered`; docs/contract.md §11) with one request to
+// tag create NAME --ordered`; docs/contract.md §12) with one request to
 // Leaf's route /api/segment/get/{tag}, never from the local buffer: a
 // buffered ID would be older than IDs other clients got meanwhile. The ID is
 // larger than every ID of the tag that any client received before Ordered

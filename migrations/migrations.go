@@ -12,6 +12,9 @@
 // its owner, generation (fencing token), expiry and time high-water mark.
 // Version 3 adds leaf_group, the declarations of date-grouped tags
 // (store.GroupStore, segment.Groups; docs/contract.md §10).
+// Version 6 adds leaf_ordered, one row per ordered tag (store.Row.Ordered;
+// docs/contract.md §12): its IDs are allocated per batch of requests, in
+// real-time order across servers. leaf_alloc itself is unchanged.
 //
 // Down migrations are deliberately no-ops: leaf_alloc holds the high-water
 // mark of every ID sequence, and losing it would make the service hand out IDs

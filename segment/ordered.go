@@ -12,7 +12,7 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// Ordered tags (docs/contract.md §11): a tag with a leaf_ordered row
+// Ordered tags (docs/contract.md §12): a tag with a leaf_ordered row
 // ([store.Row.Ordered]) has no buffered segment. Its IDs increase in real
 // time across every server sharing the database: if a Get returned before
 // another Get of the same tag started, on any server, the second ID is

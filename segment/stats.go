@@ -67,7 +67,7 @@ type BufferStats struct {
 	// HighWater is the tag's high-water mark: the highest max_id accepted
 	// for it, persisted with [Config.Marks] (0 when none).
 	HighWater int64
-	// Ordered is true for an ordered tag (docs/contract.md §11): no segment
+	// Ordered is true for an ordered tag (docs/contract.md §12): no segment
 	// is buffered; Segments[0] shows the last allocation (all handed out),
 	// Step its size in IDs, Loading whether requests are being served, and
 	// Remaining is 0.

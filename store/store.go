@@ -65,7 +65,7 @@ type Row struct {
 	UpdateTime  time.Time // update_time: when the row last changed (set by the database), UTC
 	// Ordered reports whether the tag has a row in leaf_ordered, leaf-go's own
 	// table (migration 6): its IDs increase in real time across every server
-	// (docs/contract.md §11). Create sets it in the same transaction as the
+	// (docs/contract.md §12). Create sets it in the same transaction as the
 	// leaf_alloc row; Rows reads it in the same query; Delete removes it.
 	Ordered bool
 }

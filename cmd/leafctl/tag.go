@@ -135,7 +135,7 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 	f.Int64Var(&step, "step", 0, fmt.Sprintf("IDs per database allocation, 1..%d (required; Leaf's sample uses 2000)", store.MaxStep))
 	f.Int64Var(&maxID, "max-id", 1, "the first ID the tag will hand out (max_id of the new row), at least 1")
 	f.StringVar(&desc, "description", "", fmt.Sprintf("free text, at most %d characters", store.MaxDescriptionLen))
-	f.BoolVar(&ordered, "ordered", false, "IDs increase in real time across every server (no local buffer: one database write per batch of concurrent requests; docs/contract.md §11)")
+	f.BoolVar(&ordered, "ordered", false, "IDs increase in real time across every server (no local buffer: one database write per batch of concurrent requests; docs/contract.md §12)")
 	guard.addFlags(cmd)
 	gf.add(cmd)
 	return cmd
