@@ -143,7 +143,9 @@ func (g *Generator) probe(ctx context.Context, tag, client string) (*buffer, err
 	}
 	b := g.newBuffer(tag)
 	b.probe = true
-	b.setOrdered(ordered) // ordered.go
+	if ordered { // ordered.go; b is not shared yet
+		b.ord.Store(&orderQueue{})
+	}
 	m := maps.Clone(old)
 	if m == nil {
 		m = map[string]*buffer{}

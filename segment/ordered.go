@@ -266,22 +266,22 @@ func (g *Generator) allocateOrdered(b *buffer, q *orderQueue, batch []*orderWait
 	}
 }
 
-// setOrdered makes b an ordered tag's buffer (ordered true) or a plain one.
-// A buffer that turns ordered drops its segments first (retired, so that a
-// [Tag] handle holding one takes no more IDs from it): no buffered ID may be
-// handed out after an ordered one. Called by Refresh and the miss lookup
-// before or while b is cached; b.mu must not be held.
+// setOrdered turns a cached buffer into an ordered tag's (ordered true) or
+// a plain one's, when a refresh read a changed flag (an operator's SQL; the
+// admin API and leafctl set it only at creation). A buffer that turns
+// ordered drops its segments first (retired, so that a [Tag] handle holding
+// one takes no more IDs from it): no buffered ID may be handed out after an
+// ordered one. A load in flight installs nothing (load.go). Neither b.mu
+// nor g.cacheMu may be held.
 func (b *buffer) setOrdered(ordered bool) {
-	if (b.ord.Load() != nil) == ordered {
-		return
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !ordered {
+	switch {
+	case !ordered && b.ord.Load() != nil:
 		b.ord.Store(nil)
-		return
-	}
-	if b.ord.Load() == nil {
+		b.setPending(b.load != nil) // the next use loads a first segment
+		b.initOK = false
+	case ordered && b.ord.Load() == nil:
 		b.clear()
 		b.ord.Store(&orderQueue{})
 	}

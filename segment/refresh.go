@@ -47,13 +47,19 @@ func (g *Generator) Refresh(ctx context.Context) error {
 	g.cacheMu.Lock()
 	old := *g.cache.Load()
 	m := make(map[string]*buffer, len(tags))
+	var flip []*buffer // cached buffers whose ordered flag changed (ordered.go)
 	for _, t := range tags {
 		b := old[t]
-		if b == nil {
+		switch {
+		case b == nil:
 			b = g.newBuffer(t)
+			if ordered[t] {
+				b.ord.Store(&orderQueue{}) // not shared yet: no segment to drop
+			}
+		case (b.ord.Load() != nil) != ordered[t]:
+			flip = append(flip, b)
 		}
 		b.known.Store(true)
-		b.setOrdered(ordered[t]) // ordered.go
 		m[t] = b
 	}
 	now := g.clock.Now()
@@ -75,6 +81,9 @@ func (g *Generator) Refresh(ctx context.Context) error {
 	}
 	g.cache.Store(&m)
 	g.cacheMu.Unlock()
+	for _, b := range flip { // after cacheMu: setOrdered takes the buffer's lock
+		b.setOrdered(ordered[b.tag])
+	}
 	for _, b := range gone {
 		b.mu.Lock()
 		b.remove()
