@@ -59,6 +59,12 @@
 // of the tag in the cache (a string hash and map probe, most of Get's time;
 // compare BenchmarkGet and BenchmarkTagGet).
 //
+// An ordered tag ([store.Row.Ordered], docs/contract.md §12) has no
+// buffered segment: each request waits for the next allocation of exactly
+// the IDs the requests waiting together asked for (a group commit, one
+// database write per batch), so that its IDs increase in real time across
+// every generator sharing the database. See ordered.go.
+//
 // The package is pure: it talks to the database only through the [Store]
 // interface and exposes its state through [Generator.Stats].
 package segment
