@@ -20,7 +20,8 @@ import (
 //     high-water mark could not be stored (a full disk): no ID until a store
 //     succeeds; free space where the mark is kept. Leaf code -4.
 //   - [snowflake.ErrLeaseExpired]: 503 lease_expired. The worker ID's lease
-//     is not renewed (or was lost).
+//     is not renewed, was lost (leaf-server then claims again by itself), or
+//     is a new claim without history still waiting out any previous holder.
 //   - [snowflake.ErrClockBehind]: 503 clock_behind (Leaf's own -1).
 func snowflakeFailure(err error) (int, string) {
 	switch {

@@ -39,7 +39,9 @@ func (m *fullMarks) Lower(_ context.Context, tag string, v, _ int64) error {
 	m.marks[tag] = v
 	return nil
 }
-func (m *fullMarks) Returns(context.Context) (map[string]int64, error) { return map[string]int64{}, nil }
+func (m *fullMarks) Returns(context.Context) (map[string]int64, error) {
+	return map[string]int64{}, nil
+}
 func (m *fullMarks) StoreAll(ctx context.Context, marks map[string]int64) error {
 	for t, v := range marks {
 		if err := m.Store(ctx, t, v); err != nil {

@@ -157,6 +157,17 @@ func (r *lookupRound[T]) wait(ctx context.Context, g *Generator, name string) (v
 	return v, ok, nil
 }
 
+// failed returns the error of r once r is done; nil while it runs (its
+// fields are not to be read before done is closed).
+func (r *lookupRound[T]) failed() error {
+	select {
+	case <-r.done:
+		return r.err
+	default:
+		return nil
+	}
+}
+
 // negCache is a negative cache: the names a lookup found without a row,
 // with the time of the lookup, remembered for missTTL, at most maxMisses
 // of them. It keeps two generations: names go into cur; when cur is
@@ -227,8 +238,8 @@ func (g *Generator) probe(ctx context.Context, tag string) (*buffer, error) {
 	}
 	_, found, err := r.wait(ctx, g, tag)
 	if err != nil {
-		if r.err != nil && !g.ready.Load() {
-			return nil, fmt.Errorf("%w: look up %q: %w", ErrNotInitialized, tag, r.err)
+		if ferr := r.failed(); ferr != nil && !g.ready.Load() {
+			return nil, fmt.Errorf("%w: look up %q: %w", ErrNotInitialized, tag, ferr)
 		}
 		return nil, err
 	}

@@ -236,7 +236,9 @@ func TestMissLookupsBatched(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
 	cs := &countingStore{Store: db.Store}
-	g := newGen(t, cs, segment.Config{})
+	// The 32 first loads run at once on one SQLite file: a minute for them
+	// on a loaded machine (the rounds are what is counted).
+	g := newGen(t, cs, segment.Config{WaitTimeout: time.Minute})
 	const n = 32
 	for i := range n {
 		db.Create(t, fmt.Sprintf("real-%d", i), 1, 100)
@@ -269,13 +271,15 @@ func TestMissLookupsBatched(t *testing.T) {
 
 // TestMissFloodFair: while 8 goroutines ask for random names as fast as
 // they can (one client, one address: nothing tells them apart), a tag
-// inserted meanwhile is served on its first request, within the wait
-// timeout of 1 s (a lookup not answered by then is ErrNoSegment).
+// inserted meanwhile is served on its first request, never refused -5
+// (the 1 s bound is checked end to end by TestMissFlood in
+// internal/testing/faults; here the wait timeout is 10 s so that a loaded
+// machine does not decide).
 func TestMissFloodFair(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
 	cs := &countingStore{Store: db.Store}
-	g := newGen(t, cs, segment.Config{WaitTimeout: time.Second})
+	g := newGen(t, cs, segment.Config{WaitTimeout: 10 * time.Second, LoadTimeout: time.Minute})
 	ctx, stop := context.WithCancel(context.Background())
 	var flood sync.WaitGroup
 	var asked atomic.Int64
@@ -291,7 +295,7 @@ func TestMissFloodFair(t *testing.T) {
 		})
 	}
 	defer func() { stop(); flood.Wait() }()
-	waitFor(t, "the flood to run", func() bool { return asked.Load() >= 2000 })
+	waitFor(t, "the flood to run", func() bool { return asked.Load() >= 200 })
 	for i := range 5 {
 		tag := fmt.Sprintf("new-%d", i)
 		db.Create(t, tag, 100*int64(i+1), 10)

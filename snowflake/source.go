@@ -11,8 +11,10 @@ import (
 // readiness, heartbeat and details for /api/v1/snowflake/status, /readyz and /metrics.
 //
 // Implementations: [StaticSource] (a configured worker ID, the mark in a local file),
-// zkworker.Worker (Leaf's ZooKeeper node, the mark in the node and Leaf's cache file) and
-// sqllease.Lease (a lease row in the segment database, the mark in the row). Give one to [New]
+// zkworker.Worker (Leaf's ZooKeeper node, the mark in the node and Leaf's cache file),
+// sqllease.Lease (a lease row in the segment database, the mark in the row) and
+// etcdworker.Worker (a key under an etcd lease, the mark in a key of its own); the lease sources
+// share their policy through package snowflake/lease. Give one to [New]
 // through [Settings].Source. A source is claimed before New and closed after the last Next.
 //
 // Every method is safe for concurrent use. Name, WorkerID, Expiry, Ready, LastHeartbeat and

@@ -104,7 +104,7 @@ func checkFlagNames(fs *flag.FlagSet, args []string) error {
 			}
 			return fmt.Errorf("unknown flag --%s: did you mean --%s? (leaf-server -h lists every flag)", name, nearestFlag(fs, name))
 		}
-		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !hasValue && !(ok && b.IsBoolFlag()) {
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !hasValue && (!ok || !b.IsBoolFlag()) {
 			i++ // the flag's value
 		}
 	}

@@ -49,8 +49,7 @@ func startSnowflake(ctx context.Context, cfg Config, st store.Store, log *slog.L
 	}
 	if cfg.writesDataDir() {
 		if err := checkLayout(cfg.DataDir, first.gen.Layout(), first.gen.Stats().Floor, time.Now()); err != nil {
-			first.close(log)
-			return nil, err
+			return nil, errors.Join(err, first.close(log))
 		}
 	}
 	l := first.gen.Layout()

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package dbproc runs a private PostgreSQL or MariaDB server as a child
 // process of a test, on a fresh data directory and a free loopback port, so
 // that a fault test can stop it, kill -9 it and start it again without

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package etcdtest starts a private 3-member etcd cluster for one test, from Debian's
 // etcd-server package (/usr/bin/etcd; .ci/run installs it), on loopback ports of its own,
 // with helpers to stop, kill, pause (SIGSTOP) and restart members and to find the leader.
@@ -176,7 +178,7 @@ func (m *Member) run(initialCluster string) error {
 		"--log-outputs", "stderr",
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("start %s: %w", m.Name, err)

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package galera runs a private MariaDB Galera cluster (multi-master,
 // synchronous replication; Debian's galera-4) as child processes of a test,
 // on loopback ports of its own, so that a fault test can kill -9 a node,

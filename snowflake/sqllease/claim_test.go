@@ -140,9 +140,7 @@ func TestFarAheadMark(t *testing.T) {
 	jumped := with(fast, "jumped")
 	jumped.Clock = offsetClock(24 * time.Hour)
 	j := start(t, st, jumped)
-	if err := j.WaitNoHistory(ctx); err != nil {
-		t.Fatal(err)
-	}
+	serving(t, j)
 	g, err := snowflake.New(ctx, snowflake.Settings{Source: j, Clock: clocktest.New(time.Now().Add(24 * time.Hour))})
 	if err != nil {
 		t.Fatal(err)
@@ -208,14 +206,7 @@ func TestSuspendExpiry(t *testing.T) {
 	// A fresh row has no history: the claim serves TTL + Margin later on both clocks, and
 	// the next renewal (real timers, sent at the fake time) moves the deadline past it.
 	mono.Add(fast.TTL + fast.Margin)
-	if err := l.WaitNoHistory(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); l.Ready() != nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Ready() = %v 10 s after the no-history wait", l.Ready())
-		}
-	}
+	serving(t, l)
 	g, err := snowflake.New(ctx, snowflake.Settings{Source: l, Clock: mono})
 	if err != nil {
 		t.Fatal(err)

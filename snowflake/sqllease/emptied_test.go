@@ -22,7 +22,7 @@ func deleteLeaseRows(t *testing.T, d string) {
 	t.Helper()
 	ctx := context.Background()
 	if path, ok := strings.CutPrefix(d, "sqlite:"); ok {
-		db, err := sql.Open("sqlite", path)
+		db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
 		if err != nil {
 			t.Fatal(err)
 		}

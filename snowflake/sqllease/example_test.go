@@ -28,7 +28,7 @@ func ExampleClaim() {
 
 	// A short lease keeps the example quick; the default is 10 s, renewed every 3 s.
 	lease, err := sqllease.Claim(ctx, st, sqllease.Options{Owner: "10.0.0.7:8080",
-		TTL: time.Second, Renew: 200 * time.Millisecond, Margin: 300 * time.Millisecond})
+		TTL: 3 * time.Second, Renew: 500 * time.Millisecond, Margin: time.Second})
 	if err != nil {
 		fmt.Println(err)
 		return

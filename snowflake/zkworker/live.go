@@ -242,7 +242,7 @@ func (w *Worker) lose(reason string) error {
 		return w.conflicted.Load().err
 	}
 	if s := w.sess.Load(); s != nil {
-		s.Lose(err)
+		_ = s.Lose(err)
 	}
 	close(w.lost)
 	w.log.Error("zkworker: lease on the worker ID lost; snowflake IDs stopped", "worker_id", w.id, "reason", reason)

@@ -31,8 +31,12 @@ func start(t *testing.T, st sqllease.Store, opts sqllease.Options) *sqllease.Lea
 	return l
 }
 
+// generator builds a generator on l once a claim without history may serve (TTL + margin).
 func generator(t *testing.T, l *sqllease.Lease, layout snowflake.Layout) *snowflake.Generator {
 	t.Helper()
+	if err := l.WaitNoHistory(context.Background()); err != nil {
+		t.Fatalf("WaitNoHistory() = %v", err)
+	}
 	g, err := snowflake.New(context.Background(), snowflake.Settings{
 		Layout: layout, WorkerID: l.WorkerID(), Lease: l, HighWater: l, HighWaterWindow: 300 * time.Millisecond,
 	})
