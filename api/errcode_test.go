@@ -63,7 +63,7 @@ func TestSnowflakeFailuresNamed(t *testing.T) {
 			name:       "lease lost",
 			give:       snowflake.Settings{Lease: fixedLease{exp: time.Unix(0, 0)}},
 			wantStatus: 503, wantCode: "lease_expired", wantLeaf: "Result{id=-1,",
-			wantIn:    []string{"lost or released", "restart"},
+			wantIn:    []string{"lost or released", "another node may hold the worker ID", "/readyz says which"},
 			wantNotIn: []string{"1970", "0001-01-01", "expired at"},
 		},
 		{

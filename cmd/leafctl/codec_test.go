@@ -86,6 +86,7 @@ func TestDecodeJSON(t *testing.T) {
 		Worker: 237, Datacenter: 7, Machine: 13, Sequence: 4095,
 	}}
 	want.Layout.EpochMillis, want.Layout.TimeBits, want.Layout.WorkerBits, want.Layout.SequenceBits = snowflake.DefaultEpochMillis, 41, 10, 12
+	want.Layout.IDBits, want.Layout.MaxID = 63, "9223372036854775807"
 	got := v
 	got.LocalTime, got.Bits = "", snowflake.Bits{}
 	if got != want {
