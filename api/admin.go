@@ -92,10 +92,13 @@ type tagJSON struct {
 	Step        int64  `json:"step"`
 	Description string `json:"description"`
 	UpdateTime  string `json:"updateTime,omitempty"`
+	// Ordered is true for an ordered tag (docs/contract.md §12); absent for
+	// a plain one.
+	Ordered bool `json:"ordered,omitempty"`
 }
 
 func rowJSON(r store.Row) tagJSON {
-	t := tagJSON{BizTag: r.BizTag, MaxID: strconv.FormatInt(r.MaxID, 10), Step: r.Step, Description: r.Description}
+	t := tagJSON{BizTag: r.BizTag, MaxID: strconv.FormatInt(r.MaxID, 10), Step: r.Step, Description: r.Description, Ordered: r.Ordered}
 	if !r.UpdateTime.IsZero() {
 		t.UpdateTime = r.UpdateTime.UTC().Format("2006-01-02T15:04:05Z")
 	}
@@ -115,7 +118,7 @@ func (h *handler) adminList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"tags": out})
 }
 
-// adminCreate is POST /api/v1/admin/tags {"bizTag","maxId","step","description"}.
+// adminCreate is POST /api/v1/admin/tags {"bizTag","maxId","step","description","ordered"}.
 // A maxId below this server's high-water mark for the tag (markGuard) or
 // below the tag's tombstone in the database (its max_id when it was deleted,
 // by any server or leafctl) is 409, below_high_water or below_tombstone,
@@ -127,6 +130,7 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 		MaxID       json.Number `json:"maxId"`
 		Step        *int64      `json:"step"`
 		Description string      `json:"description"`
+		Ordered     bool        `json:"ordered"`
 		Force       bool        `json:"force"`
 		Reason      string      `json:"reason"`
 	}
@@ -144,7 +148,7 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 	if h.refuseGroupedName(w, r, in.BizTag) { // group_admin.go
 		return
 	}
-	row := store.Row{BizTag: in.BizTag, MaxID: 1, Step: *in.Step, Description: in.Description}
+	row := store.Row{BizTag: in.BizTag, MaxID: 1, Step: *in.Step, Description: in.Description, Ordered: in.Ordered}
 	if in.MaxID != "" {
 		n, err := in.MaxID.Int64()
 		if err != nil || n < 1 || n > int64(store.MaxFence) {
@@ -189,7 +193,7 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, r, err) // below the tombstone: 409 below_tombstone
 		return
 	}
-	h.audit(r, "create", row.BizTag, append(forced, slog.Int64("max_id", row.MaxID), slog.Int64("step", row.Step))...)
+	h.audit(r, "create", row.BizTag, append(forced, slog.Int64("max_id", row.MaxID), slog.Int64("step", row.Step), slog.Bool("ordered", row.Ordered))...)
 	if h.d.Segment != nil {
 		// Re-read the tag list, so that the new tag is served at once even
 		// when a request just before found it missing (the generator

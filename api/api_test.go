@@ -137,7 +137,7 @@ func TestSegmentGetUnknownTagIsLeafError(t *testing.T) {
 // context: a lookup round that hangs on the database.
 type blockedFind struct{ store.Store }
 
-func (b blockedFind) FindTags(ctx context.Context, _ []string) ([]string, error) {
+func (b blockedFind) FindTags(ctx context.Context, _ []string) (map[string]bool, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }

@@ -153,7 +153,7 @@ func (t *tracker) record(now time.Time, st *segment.BufferStats) (rate, runway f
 	}
 	h.last = st.Issued
 	rate = h.add(now, st)
-	if rate > 0 {
+	if rate > 0 && !st.Ordered { // an ordered tag buffers nothing: no runway to run out of
 		runway = float64(st.Remaining) / rate
 	}
 	return rate, runway, h
@@ -265,6 +265,11 @@ type bufferJSON struct {
 	Rate          float64       `json:"rate"`
 	RunwaySeconds *float64      `json:"runwaySeconds"`
 	StepHistory   []stepChangeJ `json:"stepHistory"`
+	// Ordered is true for an ordered tag (docs/contract.md §12): no
+	// buffered segment, one database write per batch of concurrent
+	// requests; Batches counts those writes, as a string.
+	Ordered bool   `json:"ordered"`
+	Batches string `json:"batches"`
 }
 
 type segJSON struct {
@@ -312,6 +317,8 @@ func toJSON(v bufferView) bufferJSON {
 		Remaining:              i64(v.Remaining),
 		Rate:                   v.Rate,
 		StepHistory:            make([]stepChangeJ, len(v.Steps)),
+		Ordered:                v.Ordered,
+		Batches:                i64(v.Batches),
 	}
 	if !math.IsInf(v.Runway, 0) && v.InitOK {
 		r := v.Runway

@@ -11,9 +11,17 @@
 // source (store.LeaseStore, snowflake/sqllease): one row per worker ID with
 // its owner, generation (fencing token), expiry and time high-water mark.
 // Version 3 adds leaf_group, the declarations of date-grouped tags
-// (store.GroupStore, segment.Groups; docs/contract.md §10). Version 5 adds
+// (store.GroupStore, segment.Groups; docs/contract.md §10). Version 4 adds
+// leaf_worker_lease.reported_ms, the holder's own clock at its last write
+// (the peer clock check at start). Version 5 adds
 // leaf_tombstone, the last max_id of every tag deleted through leaf-go
-// (store.Store's Delete, Create and ForceCreate; docs/contract.md §12).
+// (store.Store's Delete, Create and ForceCreate; docs/contract.md §2.6 rule
+// 8). Version 6 adds leaf_ordered, one row per ordered tag
+// (store.Row.Ordered; docs/contract.md §12): its IDs are allocated per batch
+// of requests, in real-time order across servers; leaf_alloc itself is
+// unchanged. Version 7 adds leaf_tail_return, the record of the unused tail
+// a server gave back on a graceful stop (store.Store's ReturnTail;
+// docs/contract.md §2.6 rule 9).
 //
 // Down migrations are deliberately no-ops: leaf_alloc holds the high-water
 // mark of every ID sequence, and losing it would make the service hand out IDs

@@ -128,6 +128,10 @@ type buffer struct {
 	// pending is true while a next segment is ready or a load is in flight,
 	// so that the fast path starts at most one prefetch.
 	pending atomic.Bool
+	// ord is the group commit of an ordered tag (ordered.go), nil for a
+	// plain one. An ordered buffer never holds a segment: cur stays nil, so
+	// every Get takes the slow path to orderedGet.
+	ord atomic.Pointer[orderQueue]
 
 	mu sync.Mutex // guards the fields below and the switch of cur
 	// next is the prefetched segment, nil when none is ready (Leaf's
@@ -266,6 +270,10 @@ func (b *buffer) stats() BufferStats {
 	}
 	if ra := b.retryAt.Load(); ra != 0 {
 		st.RetryAt = time.Unix(0, ra)
+	}
+	if q := b.ord.Load(); q != nil {
+		q.fill(&st)
+		return st
 	}
 	if cur := b.cur.Load(); cur != nil {
 		st.Segments[b.pos] = cur.stats()

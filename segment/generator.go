@@ -19,7 +19,7 @@ type Generator struct {
 	log   *slog.Logger
 	marks Marks // nil: marks are not persisted
 	// miss runs the lookup rounds of tags not in the cache (miss.go).
-	miss lookupQueue[struct{}]
+	miss lookupQueue[bool]
 
 	// markFail is the last mark Marks.Store could not make durable, nil
 	// once a later Store succeeded: while it is set, new segments are

@@ -115,6 +115,13 @@ func (g *Generator) await(ctx context.Context, b *buffer, peek bool) (int64, err
 		if g.closed.Load() {
 			return 0, ErrClosed
 		}
+		if q := b.ord.Load(); q != nil {
+			// An ordered tag (ordered.go): nothing to load or peek at.
+			if peek {
+				return 0, nil
+			}
+			return g.orderedGet(ctx, b, q, 1)
+		}
 		s := b.cur.Load()
 		if s != nil {
 			if peek {

@@ -124,6 +124,13 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 		// tag. The segment's IDs are skipped; its mark was stored.
 		b.setPending(false)
 		call.err = fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
+	case err == nil && b.ord.Load() != nil:
+		// The tag turned ordered during the load (ordered.go): an ordered
+		// buffer holds no segment. The waiters retry, and are served by
+		// the ordered path; the segment's IDs are skipped.
+		b.known.Store(true)
+		b.highMax = max(b.highMax, seg.max)
+		b.setPending(false)
 	case err == nil:
 		b.known.Store(true)
 		b.highMax = max(b.highMax, seg.max) // a refresh may have raised it meanwhile

@@ -162,13 +162,13 @@ func (m *memStore) Rows(context.Context) ([]store.Row, error) {
 	return out, nil
 }
 
-func (m *memStore) FindTags(_ context.Context, tags []string) ([]string, error) {
+func (m *memStore) FindTags(_ context.Context, tags []string) (map[string]bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []string
+	out := map[string]bool{}
 	for _, t := range tags {
 		if m.rows[t] != nil {
-			out = append(out, strings.Clone(t))
+			out[strings.Clone(t)] = false
 		}
 	}
 	return out, nil

@@ -214,17 +214,11 @@ func (c *negCache) forget(drop func(name string) bool) {
 func (c *negCache) len() int { return len(c.cur) + len(c.prev) }
 
 // findTags is the find of the generator's lookup rounds: the names among
-// names that have a leaf_alloc row.
-func (g *Generator) findTags(ctx context.Context, names []string) (map[string]struct{}, error) {
-	tags, err := g.st.FindTags(ctx, names)
-	if err != nil {
-		return nil, err
-	}
-	found := make(map[string]struct{}, len(tags))
-	for _, t := range tags {
-		found[t] = struct{}{}
-	}
-	return found, nil
+// names that have a leaf_alloc row, each with whether it is an ordered tag
+// (a leaf_ordered row, read by the same query), so that a server discovers
+// an ordered tag on its first request.
+func (g *Generator) findTags(ctx context.Context, names []string) (map[string]bool, error) {
+	return g.st.FindTags(ctx, names)
 }
 
 // probe handles a tag not in the cache; see the rules above. A tag found
@@ -263,10 +257,13 @@ func (g *Generator) probe(ctx context.Context, tag string) (*buffer, error) {
 	// request waiting for it), not one per tag.
 	m := make(map[string]*buffer, len(old)+len(r.found))
 	maps.Copy(m, old)
-	for t := range r.found {
+	for t, ordered := range r.found {
 		if m[t] == nil {
 			b := g.newBuffer(t)
 			b.probe = true
+			if ordered { // ordered.go; b is not shared yet
+				b.ord.Store(&orderQueue{})
+			}
 			m[t] = b
 		}
 	}

@@ -81,7 +81,7 @@ type blockedFind struct {
 	release chan struct{}
 }
 
-func (s *blockedFind) FindTags(ctx context.Context, tags []string) ([]string, error) {
+func (s *blockedFind) FindTags(ctx context.Context, tags []string) (map[string]bool, error) {
 	select {
 	case s.entered <- struct{}{}:
 	default:

@@ -33,17 +33,31 @@ func (g *Generator) Refresh(ctx context.Context) error {
 	}
 	tags := make([]string, 0, len(rows))
 	observed := make(map[string]int64, len(rows)) // max_id of every row
+	var ordered map[string]bool                   // tags with a leaf_ordered row
 	for _, r := range rows {
 		tags = append(tags, r.BizTag)
 		observed[r.BizTag] = r.MaxID
+		if r.Ordered {
+			if ordered == nil {
+				ordered = map[string]bool{}
+			}
+			ordered[r.BizTag] = true
+		}
 	}
 	g.cacheMu.Lock()
 	old := *g.cache.Load()
 	m := make(map[string]*buffer, len(tags))
+	var flip []*buffer // cached buffers whose ordered flag changed (ordered.go)
 	for _, t := range tags {
 		b := old[t]
-		if b == nil {
+		switch {
+		case b == nil:
 			b = g.newBuffer(t)
+			if ordered[t] {
+				b.ord.Store(&orderQueue{}) // not shared yet: no segment to drop
+			}
+		case (b.ord.Load() != nil) != ordered[t]:
+			flip = append(flip, b)
 		}
 		b.known.Store(true)
 		m[t] = b
@@ -62,6 +76,9 @@ func (g *Generator) Refresh(ctx context.Context) error {
 	}
 	g.cache.Store(&m)
 	g.cacheMu.Unlock()
+	for _, b := range flip { // after cacheMu: setOrdered takes the buffer's lock
+		b.setOrdered(ordered[b.tag])
+	}
 	for _, b := range gone {
 		b.mu.Lock()
 		b.remove()

@@ -60,6 +60,12 @@
 // of the tag in the cache (a string hash and map probe, most of Get's time;
 // compare BenchmarkGet and BenchmarkTagGet).
 //
+// An ordered tag ([store.Row.Ordered], docs/contract.md §12) has no
+// buffered segment: each request waits for the next allocation of exactly
+// the IDs the requests waiting together asked for (a group commit, one
+// database write per batch), so that its IDs increase in real time across
+// every generator sharing the database. See ordered.go.
+//
 // The package is pure: it talks to the database only through the [Store]
 // interface and exposes its state through [Generator.Stats].
 package segment
@@ -146,9 +152,10 @@ type Store interface {
 	// Rows returns every leaf_alloc row: the tag list of a refresh, and the
 	// max_id of every row for the high-water marks.
 	Rows(ctx context.Context) ([]store.Row, error)
-	// FindTags returns the names among tags that have a leaf_alloc row:
-	// the miss lookup of tags not in the cache, one round for many names.
-	FindTags(ctx context.Context, tags []string) ([]string, error)
+	// FindTags maps the names among tags that have a leaf_alloc row to
+	// whether each is an ordered tag: the miss lookup of tags not in the
+	// cache, one round for many names.
+	FindTags(ctx context.Context, tags []string) (map[string]bool, error)
 	// MaxID reads the max_id of one row without changing it: every load of
 	// a tag with a high-water mark checks it before allocating. Errors:
 	// [store.ErrTagNotFound] for a missing row.

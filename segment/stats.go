@@ -67,6 +67,15 @@ type BufferStats struct {
 	// HighWater is the tag's high-water mark: the highest max_id accepted
 	// for it, persisted with [Config.Marks] (0 when none).
 	HighWater int64
+	// Ordered is true for an ordered tag (docs/contract.md §12): no segment
+	// is buffered; Segments[0] shows the last allocation (all handed out),
+	// Step its size in IDs, Loading whether requests are being served, and
+	// Remaining is 0.
+	Ordered bool
+	// Batches counts the allocations of an ordered tag that succeeded, one
+	// database write each; Issued/Batches is the mean batch size. Waiting
+	// is the number of its requests queued for the next allocation.
+	Batches, Waiting int64
 }
 
 // Stats returns a snapshot of every buffer, sorted by tag. It locks each

@@ -57,7 +57,7 @@ var (
 
 // TombstoneError is Create's refusal of a row below the tombstone of its
 // biz_tag: the last max_id the tag had when it was deleted through leaf-go
-// (table leaf_tombstone, docs/contract.md §12). It matches
+// (table leaf_tombstone, docs/contract.md §2.6 rule 8). It matches
 // [ErrBelowTombstone].
 type TombstoneError struct {
 	// BizTag is the tag being created.
@@ -106,6 +106,11 @@ type Row struct {
 	Step        int64     // step: the configured (minimum) segment size, in IDs
 	Description string    // description: free text up to 256 characters; "" is stored as NULL
 	UpdateTime  time.Time // update_time: when the row last changed (set by the database), UTC
+	// Ordered reports whether the tag has a row in leaf_ordered, leaf-go's own
+	// table (migration 6): its IDs increase in real time across every server
+	// (docs/contract.md §12). Create sets it in the same transaction as the
+	// leaf_alloc row; Rows reads it in the same query; Delete removes it.
+	Ordered bool
 }
 
 // TailReturn is a row of leaf_tail_return: the last unused tail a server
@@ -138,22 +143,28 @@ type Store interface {
 	Allocate(ctx context.Context, tag string, step int64) (Allocation, error)
 	// Tags lists every biz_tag in leaf_alloc (Leaf's getAllTags).
 	Tags(ctx context.Context) ([]string, error)
-	// Rows returns every row ordered by biz_tag, for the /db page.
+	// Rows returns every row ordered by biz_tag, for the /db page, with
+	// Ordered read from leaf_ordered in the same query.
 	Rows(ctx context.Context) ([]Row, error)
-	// FindTags returns the biz_tags among tags that have a leaf_alloc row,
-	// in no particular order: the miss lookup of the segment generator,
-	// one `SELECT … WHERE biz_tag IN (…)` per [FindChunk] names, so that
-	// its cost grows with the names asked, not with the table.
-	FindTags(ctx context.Context, tags []string) ([]string, error)
+	// FindTags maps the biz_tags among tags that have a leaf_alloc row to
+	// whether each is ordered (a leaf_ordered row, read by a LEFT JOIN in
+	// the same statement): the miss lookup of the segment generator, one
+	// `SELECT … WHERE biz_tag IN (…)` per [FindChunk] names, so that its
+	// cost grows with the names asked, not with the table. The keys are
+	// the rows' biz_tags, exactly as stored.
+	FindTags(ctx context.Context, tags []string) (map[string]bool, error)
 	// MaxID reads the max_id of one row without changing it (the segment
 	// generator's restore check before an allocation). Errors:
 	// [ErrTagNotFound], or a driver error.
 	MaxID(ctx context.Context, tag string) (int64, error)
-	// Create inserts a row. maxID < 1 means 1 (Leaf's default). When the
-	// tag has a tombstone (it was deleted through Delete), a row below the
-	// tombstone's max_id is refused with a *[TombstoneError]; a row at or
-	// above it removes the tombstone, in the same transaction. Errors:
-	// [ErrTagExists] (checked first), [ErrBelowTombstone], [ErrBadStep].
+	// Create inserts a row, and in the same transaction makes its
+	// leaf_ordered row agree with r.Ordered (without, it removes a stale
+	// one left by a plain SQL delete). maxID < 1 means 1 (Leaf's default).
+	// When the tag has a tombstone (it was deleted through Delete), a row
+	// below the tombstone's max_id is refused with a *[TombstoneError]; a
+	// row at or above it removes the tombstone, in the same transaction.
+	// Errors: [ErrTagExists] (checked first), [ErrBelowTombstone],
+	// [ErrBadStep].
 	Create(ctx context.Context, r Row) error
 	// ForceCreate is Create that ignores the tag's tombstone and removes it:
 	// for an operator who knows that no ID below the tombstone is in use
@@ -185,8 +196,9 @@ type Store interface {
 	// TailReturnOf returns the record of tag's last return; the zero
 	// TailReturn (Seq 0) when it has none.
 	TailReturnOf(ctx context.Context, tag string) (TailReturn, error)
-	// Delete removes a row and, in the same transaction, leaves its max_id
-	// in the tag's tombstone (raised, never lowered), which Create checks.
+	// Delete removes a row and its leaf_ordered row and, in the same
+	// transaction, leaves its max_id in the tag's tombstone (raised, never
+	// lowered), which Create checks.
 	// Errors: [ErrTagNotFound].
 	Delete(ctx context.Context, tag string) error
 	// Ping checks that the database answers.

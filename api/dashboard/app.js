@@ -227,6 +227,13 @@
       r.tr.classList.toggle("warn", low);
       r.tr.classList.toggle("failing", b.retryAt !== null);
       r.runway.title = fmtInt(b.remaining) + " IDs buffered" + (b.nextReady ? "" : ", next segment not ready");
+      if (b.ordered) {
+        // An ordered tag buffers nothing: every batch of requests is one
+        // database write (docs/contract.md §12).
+        r.issued.textContent += " · ordered";
+        r.runway.textContent = "ordered";
+        r.runway.title = fmtInt(b.batches) + " database writes (one per batch of concurrent requests), no IDs buffered";
+      }
     }
     for (const [tag, r] of rows) {
       if (!seen.has(tag)) {

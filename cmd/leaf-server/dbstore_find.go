@@ -8,7 +8,7 @@ import (
 )
 
 // FindTags implements [store.Store] once the database has opened.
-func (l *lazyStore) FindTags(ctx context.Context, tags []string) ([]string, error) {
+func (l *lazyStore) FindTags(ctx context.Context, tags []string) (map[string]bool, error) {
 	st, err := l.store()
 	if err != nil {
 		return nil, err
@@ -35,7 +35,7 @@ func (l *lazyStore) Now(ctx context.Context) (time.Time, error) {
 }
 
 // FindTags implements [store.Store] within the bound.
-func (b boundStore) FindTags(ctx context.Context, tags []string) ([]string, error) {
+func (b boundStore) FindTags(ctx context.Context, tags []string) (map[string]bool, error) {
 	ctx, cancel := b.ctx(ctx)
 	defer cancel()
 	return b.Store.FindTags(ctx, tags)

@@ -13,7 +13,7 @@ import (
 	"github.com/leaf-go/leaf/store/dsn"
 )
 
-// Safe defaults when replicated (docs/contract.md §12, issue 20 item 5, issue
+// Safe defaults when replicated (docs/contract.md §5 rule 8, issue 20 item 5, issue
 // 23 item 4). applyDefaults runs after every source was read and before
 // validate.
 

@@ -86,14 +86,18 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 		desc        string
 		guard       markGuard
 		gf          groupFlags // tag_group.go
+		ordered     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "create <tag> --step N [--max-id N] [--description S] [--marks FILE]… [--group day --time-zone Z --format T]",
+		Use:   "create <tag> --step N [--max-id N] [--description S] [--ordered] [--marks FILE]… [--group day --time-zone Z --format T]",
 		Short: "Create a tag; its first ID is --max-id (or a date-grouped tag with --group)",
 		Args:  exactArgs(1, "one tag"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := required(cmd, "step"); err != nil {
 				return err
+			}
+			if gf.group != "" && ordered {
+				return usagef("--ordered and --group do not go together: a date-grouped tag is served from buffered segments")
 			}
 			if gf.group != "" {
 				return createGroup(cmd, e, g, args[0], step, desc, gf)
@@ -101,7 +105,7 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 			if err := gf.plainOnly(cmd); err != nil {
 				return err
 			}
-			r := store.Row{BizTag: args[0], MaxID: maxID, Step: step, Description: desc}
+			r := store.Row{BizTag: args[0], MaxID: maxID, Step: step, Description: desc, Ordered: ordered}
 			if maxID < 1 {
 				return usagef("--max-id must be at least 1, got %d", maxID)
 			}
@@ -121,7 +125,11 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 					}
 					return err
 				}
-				fprintf(e.stdout, "created tag %s: max_id %d, step %d; its first ID will be %d\n", show(r.BizTag), r.MaxID, r.Step, r.MaxID)
+				kind := "tag"
+				if r.Ordered {
+					kind = "ordered tag"
+				}
+				fprintf(e.stdout, "created %s %s: max_id %d, step %d; its first ID will be %d\n", kind, show(r.BizTag), r.MaxID, r.Step, r.MaxID)
 				return nil
 			})
 		},
@@ -130,6 +138,7 @@ func newTagCreateCmd(e env, g *globals) *cobra.Command {
 	f.Int64Var(&step, "step", 0, fmt.Sprintf("IDs per database allocation, 1..%d (required; Leaf's sample uses 2000)", store.MaxStep))
 	f.Int64Var(&maxID, "max-id", 1, "the first ID the tag will hand out (max_id of the new row), at least 1")
 	f.StringVar(&desc, "description", "", fmt.Sprintf("free text, at most %d characters", store.MaxDescriptionLen))
+	f.BoolVar(&ordered, "ordered", false, "IDs increase in real time across every server (no local buffer: one database write per batch of concurrent requests; docs/contract.md §12)")
 	guard.addFlags(cmd)
 	gf.add(cmd)
 	return cmd
@@ -167,6 +176,7 @@ type rowJSON struct {
 	Step        int64     `json:"step"`
 	Description string    `json:"description"`
 	UpdateTime  time.Time `json:"update_time"`
+	Ordered     bool      `json:"ordered"`
 }
 
 func newTagListCmd(e env, g *globals) *cobra.Command {

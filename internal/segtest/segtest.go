@@ -194,7 +194,7 @@ func (c *CountingStore) Rows(ctx context.Context) ([]store.Row, error) {
 }
 
 // FindTags counts the call and its names and passes it on.
-func (c *CountingStore) FindTags(ctx context.Context, tags []string) ([]string, error) {
+func (c *CountingStore) FindTags(ctx context.Context, tags []string) (map[string]bool, error) {
 	c.FindCalls.Add(1)
 	c.FindNames.Add(int64(len(tags)))
 	return c.Store.FindTags(ctx, tags)

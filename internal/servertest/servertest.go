@@ -73,7 +73,7 @@ type Options struct {
 	// LEAF_WORKER_ID_SOURCE or LEAF_WORKER_ID) is started with
 	// --worker-id-source static, as every test server was before the
 	// default became the SQL lease for a PostgreSQL or MySQL --segment-dsn
-	// (docs/contract.md §12): tests of segment mode need no lease, and a
+	// (docs/contract.md §5 rule 8): tests of segment mode need no lease, and a
 	// lease claimed on a fresh database waits out any previous holder.
 	DefaultWorkerSource bool
 }

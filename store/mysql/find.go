@@ -19,7 +19,9 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return sqlstore.Now(ctx, s.db, `SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)`)
 }
 
-// FindTags implements [store.Store].
-func (s *Store) FindTags(ctx context.Context, tags []string) ([]string, error) {
-	return sqlstore.FindTags(ctx, s.db, tags)
+// FindTags implements [store.Store], with the join of rowsQuery (exact
+// names in leaf_ordered whatever the charset of leaf_alloc).
+func (s *Store) FindTags(ctx context.Context, tags []string) (map[string]bool, error) {
+	return sqlstore.FindTags(ctx, s.db, `SELECT a.biz_tag, o.biz_tag IS NOT NULL
+	FROM leaf_alloc a LEFT JOIN leaf_ordered o ON o.biz_tag = CONVERT(a.biz_tag USING utf8mb4) COLLATE utf8mb4_bin`, tags)
 }

@@ -40,16 +40,25 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 }
 
 // FindTags implements [store.Store] with biz_tag = ANY($1), one statement
-// per [store.FindChunk] names.
-func (s *Store) FindTags(ctx context.Context, tags []string) ([]string, error) {
-	var out []string
+// per [store.FindChunk] names, the ordered flag read by a LEFT JOIN of
+// leaf_ordered in the same statement.
+func (s *Store) FindTags(ctx context.Context, tags []string) (map[string]bool, error) {
+	out := map[string]bool{}
 	for c := range slices.Chunk(tags, store.FindChunk) {
-		rows, _ := s.pool.Query(ctx, `SELECT biz_tag FROM leaf_alloc WHERE biz_tag = ANY($1)`, c)
-		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		rows, _ := s.pool.Query(ctx, `SELECT a.biz_tag, o.biz_tag IS NOT NULL
+			FROM leaf_alloc a LEFT JOIN leaf_ordered o ON o.biz_tag = a.biz_tag
+			WHERE a.biz_tag = ANY($1)`, c)
+		var (
+			tag     string
+			ordered bool
+		)
+		_, err := pgx.ForEachRow(rows, []any{&tag, &ordered}, func() error {
+			out[tag] = ordered
+			return nil
+		})
 		if err != nil {
 			return nil, fmt.Errorf("find tags: %w", err)
 		}
-		out = append(out, found...)
 	}
 	return out, nil
 }

@@ -149,8 +149,13 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) {
 
 // Rows implements [store.Store].
 func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
-	rows, _ := s.pool.Query(ctx, `SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag`)
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Row, error) { return scanRow(r) })
+	rows, _ := s.pool.Query(ctx, rowsQuery)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Row, error) {
+		var ordered bool
+		row, err := scanRow(orderedRow{Row: r, ordered: &ordered})
+		row.Ordered = ordered
+		return row, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("rows: %w", err)
 	}
@@ -159,8 +164,11 @@ func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
 
 // Create implements [store.Store]: the row goes in, and the tag's
 // tombstone is taken out, in one transaction; a row below the tombstone is
-// refused and the transaction rolled back. An empty description is stored as
-// NULL, as Leaf's default.
+// refused and the transaction rolled back. The tag's leaf_ordered row
+// (migration 6) is made to agree with r.Ordered in the same transaction: a
+// stale row (left by a plain SQL delete of the tag) is removed first, so that
+// a tag created plain is never served as ordered. An empty description is
+// stored as NULL, as Leaf's default.
 func (s *Store) Create(ctx context.Context, r store.Row) error {
 	_, err := s.create(ctx, r, false)
 	return err
@@ -186,6 +194,14 @@ func (s *Store) create(ctx context.Context, r store.Row, force bool) (overrode i
 				return store.ErrTagExists
 			}
 			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM leaf_ordered WHERE biz_tag = $1`, r.BizTag); err != nil {
+			return err
+		}
+		if r.Ordered {
+			if _, err := tx.Exec(ctx, `INSERT INTO leaf_ordered (biz_tag) VALUES ($1)`, r.BizTag); err != nil {
+				return err
+			}
 		}
 		var (
 			tomb int64
@@ -227,8 +243,8 @@ func (s *Store) Update(ctx context.Context, tag string, step int64, description 
 	return affected("update", tag, ct, err)
 }
 
-// Delete implements [store.Store]: the row goes out and its max_id into
-// the tag's tombstone in one transaction.
+// Delete implements [store.Store]: the row and its leaf_ordered row go out
+// and its max_id into the tag's tombstone in one transaction.
 func (s *Store) Delete(ctx context.Context, tag string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var maxID int64
@@ -237,6 +253,9 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 			return store.ErrTagNotFound
 		}
 		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM leaf_ordered WHERE biz_tag = $1`, tag); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `

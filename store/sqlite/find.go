@@ -20,6 +20,7 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 }
 
 // FindTags implements [store.Store].
-func (s *Store) FindTags(ctx context.Context, tags []string) ([]string, error) {
-	return sqlstore.FindTags(ctx, s.db, tags)
+func (s *Store) FindTags(ctx context.Context, tags []string) (map[string]bool, error) {
+	return sqlstore.FindTags(ctx, s.db, `SELECT a.biz_tag, o.biz_tag IS NOT NULL
+	FROM leaf_alloc a LEFT JOIN leaf_ordered o ON o.biz_tag = a.biz_tag`, tags)
 }

@@ -143,13 +143,22 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) { return sqlstore.Ta
 
 // Rows implements [store.Store].
 func (s *Store) Rows(ctx context.Context) ([]store.Row, error) {
-	return sqlstore.Rows(ctx, s.db, scanRow)
+	return sqlstore.OrderedRows(ctx, s.db, rowsQuery, scanRow)
 }
+
+// rowsQuery reads every leaf_alloc row with its ordered flag (a row in
+// leaf_ordered, migration 6).
+const rowsQuery = `SELECT a.biz_tag, a.max_id, a.step, a.description, a.update_time, o.biz_tag IS NOT NULL
+	FROM leaf_alloc a LEFT JOIN leaf_ordered o ON o.biz_tag = a.biz_tag
+	ORDER BY a.biz_tag`
 
 // Create implements [store.Store]: the row goes in, and the tag's
 // tombstone is taken out, in one transaction; a row below the tombstone is
-// refused and the transaction rolled back. An empty description is stored as
-// NULL, as Leaf's default.
+// refused and the transaction rolled back. The tag's leaf_ordered row
+// (migration 6) is made to agree with r.Ordered in the same transaction: a
+// stale row (left by a plain SQL delete of the tag) is removed first, so that
+// a tag created plain is never served as ordered. An empty description is
+// stored as NULL, as Leaf's default.
 func (s *Store) Create(ctx context.Context, r store.Row) error {
 	_, err := s.create(ctx, r, false)
 	return err
@@ -175,6 +184,14 @@ func (s *Store) create(ctx context.Context, r store.Row, force bool) (overrode i
 				return store.ErrTagExists
 			}
 			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM leaf_ordered WHERE biz_tag = ?`, r.BizTag); err != nil {
+			return err
+		}
+		if r.Ordered {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO leaf_ordered (biz_tag) VALUES (?)`, r.BizTag); err != nil {
+				return err
+			}
 		}
 		var (
 			tomb int64
@@ -231,8 +248,8 @@ func (s *Store) Update(ctx context.Context, tag string, step int64, description 
 	return sqlstore.Affected("update", tag, res, err)
 }
 
-// Delete implements [store.Store]: the row goes out and its max_id into
-// the tag's tombstone in one transaction.
+// Delete implements [store.Store]: the row and its leaf_ordered row go out
+// and its max_id into the tag's tombstone in one transaction.
 func (s *Store) Delete(ctx context.Context, tag string) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var maxID int64
@@ -241,6 +258,9 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 			return store.ErrTagNotFound
 		}
 		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM leaf_ordered WHERE biz_tag = ?`, tag); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `

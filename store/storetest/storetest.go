@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Groups", testGroups},
 		{"Find", testFind},
 		{"ReturnTail", testReturnTail},
+		{"Ordered", testOrdered}, // ordered.go
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

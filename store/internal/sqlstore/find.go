@@ -10,22 +10,28 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// FindTags returns the biz_tags among tags that have a leaf_alloc row, one
-// IN query per [store.FindChunk] names.
-func FindTags(ctx context.Context, db *sql.DB, tags []string) ([]string, error) {
-	var out []string
+// FindTags maps the biz_tags among tags that have a leaf_alloc row to
+// whether each is ordered, one IN query per [store.FindChunk] names:
+// selectFrom selects a.biz_tag and the ordered flag from leaf_alloc a LEFT
+// JOIN leaf_ordered (the join differs by dialect), and FindTags appends
+// `WHERE a.biz_tag IN (…)`.
+func FindTags(ctx context.Context, db *sql.DB, selectFrom string, tags []string) (map[string]bool, error) {
+	out := map[string]bool{}
 	err := chunked(tags, func(in string, args []any) error {
-		rows, err := db.QueryContext(ctx, `SELECT biz_tag FROM leaf_alloc WHERE biz_tag IN (`+in+`)`, args...)
+		rows, err := db.QueryContext(ctx, selectFrom+` WHERE a.biz_tag IN (`+in+`)`, args...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var t string
-			if err := rows.Scan(&t); err != nil {
+			var (
+				t       string
+				ordered bool
+			)
+			if err := rows.Scan(&t, &ordered); err != nil {
 				return err
 			}
-			out = append(out, t)
+			out[t] = ordered
 		}
 		return rows.Err()
 	})
