@@ -99,6 +99,7 @@ func storeHint(err error) error {
 		errors.Is(err, errNotConfirmed),
 		errors.Is(err, store.ErrTagNotFound),
 		errors.Is(err, store.ErrTagExists),
+		errors.Is(err, store.ErrBelowTombstone),
 		errors.Is(err, store.ErrBadStep),
 		errors.Is(err, store.ErrBadRow),
 		errors.Is(err, store.ErrOverflow),

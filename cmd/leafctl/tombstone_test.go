@@ -34,7 +34,8 @@ func TestTagCreateBelowTombstone(t *testing.T) {
 			must(t, "tag", "delete", "tc", "--yes", "--dsn", d)
 			out := leafctl(t, opts{}, "tag", "create", "tc", "--step", "100", "--dsn", d)
 			if !errors.Is(out.err, store.ErrBelowTombstone) || out.code != exitFailure ||
-				!strings.Contains(out.err.Error(), "max_id 201") || !strings.Contains(out.err.Error(), "--force --reason") {
+				!strings.Contains(out.err.Error(), "max_id 201") || !strings.Contains(out.err.Error(), "--force --reason") ||
+				strings.Contains(out.err.Error(), "migrate up") {
 				t.Fatalf("create below the tombstone = exit %d, %v; want exit 1, %v naming max_id 201 and --force --reason", out.code, out.err, store.ErrBelowTombstone)
 			}
 			out = leafctl(t, opts{}, "tag", "create", "tc", "--step", "100", "--force", "--dsn", d)
@@ -46,8 +47,14 @@ func TestTagCreateBelowTombstone(t *testing.T) {
 				!strings.Contains(forced.stderr, `reason="old tc never used"`) || !strings.Contains(forced.stderr, "user=tester") {
 				t.Errorf("forced create stderr:\n%s\nwant an audit line with tombstone=201, the reason and the user", forced.stderr)
 			}
-			must(t, "tag", "delete", "tc", "--yes", "--dsn", d) // at max_id 1: refuses nothing
-			must(t, "tag", "create", "tc", "--step", "100", "--dsn", d)
+			// The forced create kept the tombstone (no server may give a tail of
+			// the old row back into the new one): deleted again at max_id 1, the
+			// tag is still refused below 201, and created at it.
+			must(t, "tag", "delete", "tc", "--yes", "--dsn", d)
+			if out := leafctl(t, opts{}, "tag", "create", "tc", "--step", "100", "--dsn", d); !errors.Is(out.err, store.ErrBelowTombstone) {
+				t.Errorf("create after a forced create and a delete = %v, want %v", out.err, store.ErrBelowTombstone)
+			}
+			must(t, "tag", "create", "tc", "--step", "100", "--max-id", "201", "--dsn", d)
 		})
 	}
 }
