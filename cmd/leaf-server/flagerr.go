@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/agnivade/levenshtein"
 )
 
 // Errors of the command line that say what to do (issue 23 item 5): a value
@@ -114,11 +112,7 @@ func checkFlagNames(fs *flag.FlagSet, args []string) error {
 // nearestFlag returns the name of fs's flag closest to name by edit distance
 // (Levenshtein), ties going to the first in lexical order.
 func nearestFlag(fs *flag.FlagSet, name string) string {
-	best, bestD := "", -1
-	fs.VisitAll(func(f *flag.Flag) {
-		if d := levenshtein.ComputeDistance(name, f.Name); bestD < 0 || d < bestD {
-			best, bestD = f.Name, d
-		}
-	})
-	return best
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return nearest(name, names)
 }
