@@ -156,6 +156,9 @@ func clockRestart(t *testing.T, source, dir string, sig syscall.Signal, args ...
 	const back = 3500 * time.Millisecond
 	clk := newStepClock(t)
 	p := startClocked(t, dir, clk, args...)
+	// A lease on a fresh table has no history: the claim is held back TTL +
+	// margin before it serves (docs/contract.md §3.6).
+	p.WaitReady(t, 30*time.Second)
 	worker := status(t, p).WorkerID
 	tl1 := newTally(time.Second+slack, 10*time.Second)
 	var stopping bool
