@@ -142,7 +142,7 @@ func waitRefreshInFlight(t testing.TB, d *db, fresh, limit time.Duration) (time.
 		err := d.raw.QueryRow(`SELECT query_start, EXTRACT(EPOCH FROM clock_timestamp() - query_start) * 1000
 			FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid()
-			  AND query LIKE 'SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc%'
+			  AND query LIKE 'SELECT a.biz_tag, a.max_id, a.step, a.description, a.update_time%'
 			ORDER BY query_start DESC LIMIT 1`).Scan(&started, &ageMs)
 		if err == nil && !started.Equal(last) {
 			age := time.Duration(ageMs * float64(time.Millisecond))

@@ -35,10 +35,14 @@ type stallProxy struct {
 // name under which pgx caches the PostgreSQL statement, which is all its
 // later executions on the connection send.
 func rowsMarkers() [][]byte {
-	const pgRows = `SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc ORDER BY biz_tag`
+	// store/postgres/ordered.go's rowsQuery, byte for byte (the ordered flag
+	// joined in, migration 6).
+	const pgRows = "SELECT a.biz_tag, a.max_id, a.step, a.description, a.update_time, o.biz_tag IS NOT NULL\n" +
+		"\tFROM leaf_alloc a LEFT JOIN leaf_ordered o ON o.biz_tag = a.biz_tag\n" +
+		"\tORDER BY a.biz_tag"
 	sum := sha256.Sum256([]byte(pgRows))
 	return [][]byte{
-		[]byte(" FROM leaf_alloc ORDER BY biz_tag"),
+		[]byte("ORDER BY a.biz_tag"),
 		[]byte("stmtcache_" + hex.EncodeToString(sum[:24])),
 	}
 }
