@@ -35,13 +35,16 @@ func registerMetrics(d Deps, tr *tracker) *httpMetrics {
 	if d.Snowflake != nil {
 		source := "unknown"
 		var heartbeat func() time.Time
+		var ready func() error
 		if src := d.SnowflakeSource; src != nil {
 			if name := src.Name(); name != "" {
 				source = name
 			}
-			heartbeat = src.LastHeartbeat
+			heartbeat, ready = src.LastHeartbeat, src.Ready
 		}
-		reg.MustRegister(newSnowflakeCollector(d.Snowflake, source, d.Now, heartbeat))
+		c := newSnowflakeCollector(d.Snowflake, source, d.Now, heartbeat)
+		c.ready, c.workerRange = ready, d.WorkerRange
+		reg.MustRegister(c)
 	}
 	return m
 }
