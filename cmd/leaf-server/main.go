@@ -125,7 +125,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer func() { err = errors.Join(err, closeSource(src)) }()
 		deps.Snowflake, deps.SnowflakeSource = gen, src
 		// A lease source's range on /metrics: IDs free, peers' clock offset.
-		if rw := watchWorkerRange(ctx, cfg, st, gen.WorkerID(), log); rw != nil {
+		if rw := watchWorkerRange(ctx, cfg, st, src, log); rw != nil {
 			deps.WorkerRange = rw.get
 			defer rw.stop()
 		}

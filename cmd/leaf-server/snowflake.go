@@ -193,6 +193,8 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			}
 		}()
 		return w, nil
+	case "kubernetes":
+		return claimKubernetes(ctx, cfg, layout, clock, log)
 	default: // static
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/k8sworker"
 	"github.com/leaf-go/leaf/snowflake/sqllease"
 	"github.com/leaf-go/leaf/store"
 )
@@ -35,11 +36,11 @@ type rangeWatch struct {
 	scanned bool
 }
 
-// watchWorkerRange starts scanning the range of cfg's lease source every
-// rangeScanInterval, the first scan at once. It returns nil for a source
-// without a range (static, zookeeper: Leaf's layout numbers its nodes
-// instead) or without a way to list holders.
-func watchWorkerRange(ctx context.Context, cfg Config, st store.Store, self int64, log *slog.Logger) *rangeWatch {
+// watchWorkerRange starts scanning the range of cfg's lease source src
+// every rangeScanInterval, the first scan at once. It returns nil for a
+// source without a range (static, zookeeper: Leaf's layout numbers its
+// nodes instead) or without a way to list holders yet (etcd).
+func watchWorkerRange(ctx context.Context, cfg Config, st store.Store, src snowflake.Source, log *slog.Logger) *rangeWatch {
 	var list liveHolders
 	switch cfg.WorkerIDSource {
 	case "sql":
@@ -48,6 +49,18 @@ func watchWorkerRange(ctx context.Context, cfg Config, st store.Store, self int6
 			return nil
 		}
 		list = sqlLiveHolders(ls)
+	case "kubernetes":
+		if s, ok := src.(sealingSource); ok {
+			src = s.Source
+		}
+		if w, ok := src.(*k8sworker.Worker); ok {
+			// Holders' clocks are not compared: a Lease's renewTime is the holder's clock at
+			// a moment this server cannot place on its own.
+			list = func(ctx context.Context, _ int64) ([]int64, []snowflake.Peer, error) {
+				ids, err := w.LiveWorkers(ctx)
+				return ids, nil, err
+			}
+		}
 	}
 	if list == nil {
 		return nil
@@ -58,7 +71,7 @@ func watchWorkerRange(ctx context.Context, cfg Config, st store.Store, self int6
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &rangeWatch{lo: lo, hi: hi, cancel: cancel, done: make(chan struct{})}
-	go w.run(ctx, list, self, log)
+	go w.run(ctx, list, src.WorkerID(), log)
 	return w
 }
 
