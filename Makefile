@@ -90,8 +90,9 @@ tidb:
 k8s:
 	@bin=$$(GO=$(GO) bash internal/k8stest/build.sh | tail -1) && test -x "$$bin" && \
 	echo "make k8s: $$bin" && \
-	LEAF_TEST_KUBE_APISERVER=$$bin $(GO) test -race -count=1 -timeout 20m ./internal/k8stest/ && \
-	cd internal/testing && LEAF_TEST_KUBE_APISERVER=$$bin $(GO) test -race -count=1 -timeout 20m -run 'TestManifestsServerDryRun' ./deploy/
+	LEAF_TEST_KUBE_APISERVER=$$bin $(GO) test -race -count=1 -timeout 20m ./internal/k8stest/ ./snowflake/k8sworker/ && \
+	cd internal/testing && LEAF_TEST_KUBE_APISERVER=$$bin $(GO) test -race -count=1 -timeout 20m \
+		-run '^(TestManifestsServerDryRun|TestKubernetesWorkerIDs)$$' ./deploy/ ./faults/
 
 # pgo: rewrite cmd/leaf-server/default.pgo, the CPU profile `go build` uses
 # for leaf-server (profile-guided optimization), from a server under load on
