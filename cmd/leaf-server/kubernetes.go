@@ -44,9 +44,7 @@ func claimKubernetes(ctx context.Context, cfg Config, layout snowflake.Layout, c
 		// The longest the generator issues after the last renewal, plus its window (3 s) and 1 s.
 		MarkAhead: d - margin + 4*time.Second,
 		Logger:    log,
-	}
-	if clock != nil {
-		o.Clock = clock
+		Clock:     leaseClock(clock),
 	}
 	w, err := k8sworker.Claim(ctx, o)
 	if err != nil {

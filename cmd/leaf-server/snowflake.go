@@ -12,6 +12,7 @@ import (
 
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/snowflake/etcdworker"
+	"github.com/leaf-go/leaf/snowflake/lease"
 	"github.com/leaf-go/leaf/snowflake/sqllease"
 	"github.com/leaf-go/leaf/snowflake/zkworker"
 	"github.com/leaf-go/leaf/store"
@@ -147,8 +148,8 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		if err != nil {
 			return nil, err
 		}
-		lease, err := sqllease.Start(ctx, ls, sqllease.Options{
-			Owner: owner, Layout: layout, Logger: log, Clock: clock,
+		lease, err := sqllease.Claim(ctx, ls, sqllease.Options{
+			Owner: owner, Layout: layout, Logger: log, Clock: leaseClock(clock),
 			Workers: &sqllease.Range{Min: lo, Max: hi}, MaxPeerClockSkew: cfg.MaxPeerClockSkew,
 		})
 		if err != nil {
@@ -178,9 +179,7 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			MaxPeerClockSkew: cfg.MaxPeerClockSkew,
 			Logger:           log,
 		}
-		if clock != nil {
-			o.Clock = clock
-		}
+		o.Clock = leaseClock(clock)
 		w, err := etcdworker.Claim(ctx, o)
 		if err != nil {
 			return nil, err
@@ -204,6 +203,15 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			"worker_id", cfg.WorkerID, "highwater_file", src.Path())
 		return src, nil
 	}
+}
+
+// leaseClock is the lease sources' clock: the generator's (nil: the system clock) with the
+// system boot clock.
+func leaseClock(c snowflake.Clock) lease.Clock {
+	if c == nil {
+		return lease.SystemClock{}
+	}
+	return lease.WithBoot(c.Now)
 }
 
 // workerRange returns the worker IDs a lease source claims: --worker-id-min

@@ -17,6 +17,8 @@ type Clock struct {
 	sleeps []time.Duration
 	// frozen makes Sleep record but not advance the time (a stuck clock).
 	frozen bool
+	// suspended is the time Suspend added to the boot clock only.
+	suspended time.Duration
 }
 
 // New returns a Clock that reads t.
@@ -55,6 +57,22 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// Boot returns a fake boot clock (lease.Clock): the fake time as Unix ns plus every Suspend,
+// so it moves with Sleep, Set and Add (back too: it is a fake) and alone with Suspend.
+func (c *Clock) Boot() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Duration(c.now.UnixNano()) + c.suspended
+}
+
+// Suspend moves the boot clock by d and leaves Now alone: a host suspended for d as Go's
+// monotonic clock sees it (it stands still), while a boot clock counts the suspension.
+func (c *Clock) Suspend(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.suspended += d
 }
 
 // Freeze makes later Sleep calls leave the time unchanged (true) or advance it again (false).

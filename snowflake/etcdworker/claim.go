@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // report is the JSON value of a claim key: who holds it and its wall clock, rewritten on every
@@ -42,19 +42,13 @@ type Worker struct {
 	since     time.Time
 	// floorMillis is the stored mark read at claim, Unix ms (0 when none).
 	floorMillis int64
-
-	// dl is the current deadline; nil once lost or closed.
-	dl atomic.Pointer[deadline]
-	// lost is closed when the loss is final.
-	lost     chan struct{}
-	lostOnce sync.Once
+	// s is the lease policy: expiry, keepalives, loss.
+	s *lease.Session
 
 	// writeSem serialises the writes of the high-water key (keepalive and Store) so that the
 	// stored mark only rises; a channel so that Store can give up on its deadline.
 	writeSem chan struct{}
 
-	cancel    context.CancelFunc
-	done      chan struct{} // closed when the keepalive goroutine has returned
 	closeOnce sync.Once
 	closeErr  error
 
@@ -66,30 +60,16 @@ type Worker struct {
 	askedMillis int64
 	// finalMillis is the exact mark StoreFinal gave at a graceful stop (0: none).
 	finalMillis int64
-	// lastKeepAlive is the local wall instant before the last successful keepalive was sent.
-	lastKeepAlive time.Time
-	// keepAlives, failures and consecutive count successful keepalives, failed ones, and
-	// failed ones since the last success.
-	keepAlives, failures, consecutive int64
-	lastErr                           error
-	lostReason                        string
-	closed                            bool
+	closed      bool
 }
-
-// deadline is when the claim stops backing IDs: mono on the Clock (with Go's monotonic reading
-// when the Clock is the system's), wall on the wall clock (counts suspended time).
-type deadline struct{ mono, wall time.Time }
 
 var _ snowflake.Source = (*Worker)(nil)
 
-// expiredAt is what Expiry returns once lost, lapsed on the wall clock or closed: long past,
-// and not the zero time, which means "never expires" to snowflake.Lease.
-var expiredAt = time.Unix(0, 0).UTC()
-
 // Claim connects to etcd, checks the local clock against the live holders' reports
 // (MaxPeerClockSkew), claims the lowest free worker ID of [MinWorker, MaxWorker], waits until
-// the clock has passed the ID's stored high-water mark, and starts the keepalives. ctx bounds
-// the whole claim. Errors: ErrOptions, snowflake.ErrPeerClockSkew (wrapped), ErrNoFreeWorker
+// the clock has passed the ID's stored high-water mark, and starts the keepalives. An ID that
+// has no stored mark (a fresh namespace, or one deleted under running holders) serves only
+// TTL + Margin after the claim (Ready says so meanwhile). ctx bounds the whole claim. Errors: ErrOptions, snowflake.ErrPeerClockSkew (wrapped), ErrNoFreeWorker
 // (wrapped, naming the holders), or etcd's error (unreachable cluster, authentication).
 func Claim(ctx context.Context, opts Options) (*Worker, error) {
 	if err := opts.fill(); err != nil {
@@ -166,7 +146,8 @@ func claimRound(ctx context.Context, cli *clientv3.Client, o Options, skipped ma
 	if len(free) == 0 {
 		return nil, holders, nil
 	}
-	sentMono, sentWall := o.Clock.Now(), o.Wall()
+	sent := lease.Read(o.Clock)
+	sentWall := sent.Now.Round(0)
 	ttlSec := int64(o.TTL / time.Second)
 	g, err := cli.Grant(rctx, ttlSec)
 	if err != nil {
@@ -197,7 +178,7 @@ func claimRound(ctx context.Context, cli *clientv3.Client, o Options, skipped ma
 				return nil, nil, fmt.Errorf("etcdworker: %s holds %q, not Unix milliseconds", hwKey, kvs[0].Value)
 			}
 		}
-		if ahead := time.Duration(markMillis-o.Wall().UnixMilli()) * time.Millisecond; ahead > o.MaxMarkWait {
+		if ahead := time.Duration(markMillis-o.wall().UnixMilli()) * time.Millisecond; ahead > o.MaxMarkWait {
 			// A clock that once ran far ahead left this mark: waiting would lock the ID out for
 			// that long, so free it and take another (issue 15 item 6).
 			skipped[id] = fmt.Sprintf("mark %s is %v ahead of this clock", time.UnixMilli(markMillis).UTC().Format(time.RFC3339), ahead.Round(time.Second))
@@ -211,12 +192,19 @@ func claimRound(ctx context.Context, cli *clientv3.Client, o Options, skipped ma
 			continue
 		}
 		w := newWorker(cli, o, id, g.ID, rev, markMillis, sentWall)
-		w.dl.Store(&deadline{mono: sentMono.Add(ttl - o.Margin), wall: sentWall.Add(ttl - o.Margin)})
-		loopCtx, cancel := context.WithCancel(context.Background())
-		w.cancel = cancel
-		go w.run(loopCtx)
+		w.s, err = lease.Start(lease.Config{
+			Policy:    lease.Policy{TTL: o.TTL, Renew: o.Renew, Margin: o.Margin},
+			Clock:     o.Clock,
+			Renew:     w.keepAliveOnce,
+			NoHistory: markMillis == 0,
+			Logger:    w.log,
+		}, sent, ttl)
+		if err != nil {
+			revoke(cli, g.ID)
+			return nil, nil, fmt.Errorf("%w: %w", ErrOptions, err)
+		}
 		w.log.Info("claimed snowflake worker ID in etcd", "key", key, "lease", leaseHex(g.ID), "ttl", ttl,
-			"range", fmt.Sprintf("[%d, %d]", o.MinWorker, o.MaxWorker), "high_water_ms", markMillis)
+			"range", fmt.Sprintf("[%d, %d]", o.MinWorker, o.MaxWorker), "high_water_ms", markMillis, "no_history", markMillis == 0)
 		if err := w.waitMark(ctx); err != nil {
 			cctx, ccancel := context.WithTimeout(context.Background(), o.RequestTimeout)
 			_ = w.Close(cctx)
@@ -229,36 +217,33 @@ func claimRound(ctx context.Context, cli *clientv3.Client, o Options, skipped ma
 	return nil, holders, nil
 }
 
-func newWorker(cli *clientv3.Client, o Options, id int64, lease clientv3.LeaseID, rev, markMillis int64, since time.Time) *Worker {
+func newWorker(cli *clientv3.Client, o Options, id int64, leaseID clientv3.LeaseID, rev, markMillis int64, since time.Time) *Worker {
 	return &Worker{
-		cli:           cli,
-		opts:          o,
-		log:           o.Logger.With("worker_id", id, "lease", leaseHex(lease)),
-		workerID:      id,
-		key:           workerKey(o.Prefix, id),
-		hwKey:         highWaterKey(o.Prefix, id),
-		lease:         lease,
-		createRev:     rev,
-		since:         since,
-		floorMillis:   markMillis,
-		lost:          make(chan struct{}),
-		writeSem:      make(chan struct{}, 1),
-		done:          make(chan struct{}),
-		markMillis:    markMillis,
-		lastKeepAlive: since,
+		cli:         cli,
+		opts:        o,
+		log:         o.Logger.With("worker_id", id, "lease", leaseHex(leaseID)),
+		workerID:    id,
+		key:         workerKey(o.Prefix, id),
+		hwKey:       highWaterKey(o.Prefix, id),
+		lease:       leaseID,
+		createRev:   rev,
+		since:       since,
+		floorMillis: markMillis,
+		writeSem:    make(chan struct{}, 1),
+		markMillis:  markMillis,
 	}
 }
 
 // waitMark waits until the wall clock has passed the stored mark (Claim checked it is at most
 // MaxMarkWait ahead); the keepalives run meanwhile.
 func (w *Worker) waitMark(ctx context.Context) error {
-	ahead := time.Duration(w.floorMillis-w.opts.Wall().UnixMilli()+1) * time.Millisecond
+	ahead := time.Duration(w.floorMillis-w.opts.wall().UnixMilli()+1) * time.Millisecond
 	if w.floorMillis == 0 || ahead <= 0 {
 		return nil
 	}
 	w.log.Info("waiting for the clock to pass the worker ID's high-water mark (the previous holder's promise)",
 		"high_water", time.UnixMilli(w.floorMillis).UTC().Format(time.RFC3339Nano), "wait", ahead)
-	for w.opts.Wall().UnixMilli() <= w.floorMillis {
+	for w.opts.wall().UnixMilli() <= w.floorMillis {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("etcdworker: waiting for the high-water mark: %w", ctx.Err())
@@ -298,7 +283,7 @@ func describeHolders(holders map[int64]string, skipped map[int64]string) string 
 }
 
 // checkPeers is the peer clock check (issue 15 item 5): it lists the live holders, watches
-// their next reports (each writes one every KeepAlive) for at most KeepAlive + 1 s, and
+// their next reports (each writes one every Renew) for at most Renew + 1 s, and
 // compares the reported wall clocks with the local one at the moment each report arrives.
 func checkPeers(ctx context.Context, cli *clientv3.Client, o *Options) error {
 	if o.MaxPeerClockSkew <= 0 {
@@ -318,12 +303,12 @@ func checkPeers(ctx context.Context, cli *clientv3.Client, o *Options) error {
 	for _, kv := range resp.Kvs {
 		want[string(kv.Key)] = true
 	}
-	wctx, cancel := context.WithTimeout(ctx, o.KeepAlive+time.Second)
+	wctx, cancel := context.WithTimeout(ctx, o.Renew+time.Second)
 	defer cancel()
 	var peers []snowflake.Peer
 	wch := cli.Watch(clientv3.WithRequireLeader(wctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 	for wr := range wch {
-		readAt := o.Wall()
+		readAt := o.wall()
 		for _, ev := range wr.Events {
 			k := string(ev.Kv.Key)
 			if ev.Type != clientv3.EventTypePut || !want[k] {

@@ -16,17 +16,20 @@
 //     is taken in one transaction that succeeds only while the key is absent (CreateRevision
 //     == 0) and that reads the ID's high-water mark in the same revision. Raft makes the
 //     transaction linearizable: two claimers cannot both win one key.
-//  2. Stop before etcd may hand the ID on: Expiry is the local instant read just before the
+//  2. Stop before etcd may hand the ID on (the shared policy of package lease, whose Session
+//     the Worker holds): Expiry is the local instant read just before the
 //     last successful keepalive was sent, plus TTL − Margin. etcd's leader computes the lease's
 //     end later (when the keepalive arrives), and a new leader extends every lease, so the
 //     local expiry comes first while the clock rates differ by less than Margin/TTL. A host
 //     suspended with the process (a VM paused, a laptop lid) does not advance Go's monotonic
-//     clock, so Expiry also checks the wall clock (issue 15 item 7): either passing ends the
-//     lease. The generator refuses from Expiry on and resumes only after a keepalive of the
+//     clock, so Expiry also checks the wall and boot clocks (issue 15 item 7): any passing
+//     ends the lease. The generator refuses from Expiry on and resumes only after a keepalive of the
 //     same lease succeeds and the key is still this claim's (CreateRevision unchanged).
 //  3. A lost lease is a lost ID: a keepalive answered "lease not found" or a key that is no
-//     longer this claim's makes the loss final. Ready reports it forever; the server needs a
-//     restart (a new Worker and a new generator) to issue snowflake IDs again.
+//     longer this claim's (taken over, or deleted: `etcdctl del --prefix` of the namespace, a
+//     restore) makes the loss final; errors wrap lease.ErrLeaseLost. Ready reports it forever;
+//     a new Worker and a new generator issue again (leaf-server's supervisor claims anew by
+//     itself).
 //  4. The time high-water mark lives in its own key, written only while the claim holds
 //     (the write compares the claim key's CreateRevision). It is raised in the background on
 //     every keepalive to MarkAhead past the clock, so the generator's Store rarely waits on
@@ -37,7 +40,10 @@
 //     successor's claim reads the mark in the transaction that takes the key, after every
 //     fenced write of the old holder, the old holder's IDs (all below its stored mark) and the
 //     successor's (all past it) differ in their time field even if the old holder wakes up
-//     and issues before it notices the loss: rule 2 is the first line, this the second.
+//     and issues before it notices the loss: rule 2 is the first line, this the second. A
+//     claim that finds no mark (a fresh namespace, or one deleted with its holders still
+//     running) has no such line: it is held back TTL + Margin after the claim
+//     (lease.Config.NoHistory), by when every holder whose key vanished has stopped.
 //  5. Close revokes the lease: the claim key disappears at once and the ID is free for the
 //     next server (SIGTERM in leaf-server). A crashed holder's ID is free TTL after its last
 //     keepalive.
@@ -62,17 +68,18 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // Defaults for zero Options fields (issue 15: a 10-second lease renewed every 3 s).
 const (
 	// DefaultTTL is the lease's time to live, in whole seconds as etcd grants it.
-	DefaultTTL = 10 * time.Second
-	// DefaultKeepAlive is the interval between keepalives (and clock reports).
-	DefaultKeepAlive = 3 * time.Second
+	DefaultTTL = lease.DefaultTTL
+	// DefaultRenew is the interval between keepalives (and clock reports).
+	DefaultRenew = lease.DefaultRenew
 	// DefaultMargin is how much earlier than TTL the Worker stops issuing: it covers clock-rate
 	// differences and the delay of a keepalive.
-	DefaultMargin = 2 * time.Second
+	DefaultMargin = lease.DefaultMargin
 	// DefaultMarkAhead is how far ahead of the clock the background keepalive raises the
 	// high-water mark: TTL − Margin (8 s, the longest the generator issues after the last
 	// successful keepalive) plus the generator's window (3 s) plus 1 s, so that the generator's
@@ -97,17 +104,11 @@ var (
 	// held for ClaimWait, or had a high-water mark too far ahead.
 	ErrNoFreeWorker = errors.New("etcdworker: no free worker ID")
 	// ErrLost is returned (wrapped) by Store once the lease or the claim key is gone: final.
-	ErrLost = errors.New("etcdworker: worker ID lost")
+	// It wraps lease.ErrLeaseLost.
+	ErrLost = fmt.Errorf("etcdworker: %w", lease.ErrLeaseLost)
 	// ErrClosed is returned by Store after Close.
 	ErrClosed = errors.New("etcdworker: closed")
 )
-
-// Clock is the local time source; pass the same clock as snowflake.Settings.Clock, since the
-// generator compares its Now with Expiry. The keepalive schedule uses real timers whatever the
-// Clock.
-type Clock interface {
-	Now() time.Time
-}
 
 // Options configure Claim. Zero fields take the defaults.
 type Options struct {
@@ -137,10 +138,10 @@ type Options struct {
 	MinWorker, MaxWorker int64
 	// TTL is the lease's time to live, whole seconds, 2 s..1 h; 0 means DefaultTTL.
 	TTL time.Duration
-	// KeepAlive is the interval between keepalives, > 0 and < TTL − Margin; 0 means
-	// DefaultKeepAlive. After a failure the next attempt comes after KeepAlive/2; each attempt
-	// is given at most KeepAlive.
-	KeepAlive time.Duration
+	// Renew is the interval between keepalives, > 0 and < TTL − Margin; 0 means
+	// DefaultRenew. After a failure the next attempt comes after Renew/2; each attempt is
+	// given at most Renew.
+	Renew time.Duration
 	// Margin is how much earlier than TTL the Worker stops issuing, > 0 and < TTL; 0 means
 	// DefaultMargin.
 	Margin time.Duration
@@ -160,12 +161,10 @@ type Options struct {
 	// MaxPeerClockSkew is the largest allowed offset of the local clock from the mean of the
 	// live holders' reported clocks (snowflake.CheckPeerClock); 0 turns the check off.
 	MaxPeerClockSkew time.Duration
-	// Clock is the local clock; nil means snowflake.SystemClock{}.
-	Clock Clock
-	// Wall is the wall clock used for the suspend check and the reports; nil means
-	// time.Now().Round(0) with the default Clock, else Clock.Now().Round(0). Tests set it to
-	// simulate a suspended host (wall time jumps, Clock's monotonic time does not).
-	Wall func() time.Time
+	// Clock is the local clock (pass the generator's, see lease.WithBoot): Expiry ends on its
+	// readings, their wall clock (also the reports' "ts") and its boot clock, whichever ends
+	// first. nil means lease.SystemClock{}.
+	Clock lease.Clock
 	// Logger receives claim, keepalive failure, loss and release events; nil discards them.
 	Logger *slog.Logger
 }
@@ -188,7 +187,7 @@ func (o *Options) fill() error {
 		}
 	}
 	def(&o.TTL, DefaultTTL)
-	def(&o.KeepAlive, DefaultKeepAlive)
+	def(&o.Renew, DefaultRenew)
 	def(&o.Margin, DefaultMargin)
 	def(&o.MarkAhead, DefaultMarkAhead)
 	def(&o.StoreTimeout, DefaultStoreTimeout)
@@ -197,14 +196,7 @@ func (o *Options) fill() error {
 	def(&o.RequestTimeout, DefaultRequestTimeout)
 	def(&o.ClaimWait, o.TTL+2*time.Second)
 	if o.Clock == nil {
-		o.Clock = snowflake.SystemClock{}
-		if o.Wall == nil {
-			o.Wall = func() time.Time { return time.Now().Round(0) }
-		}
-	}
-	if o.Wall == nil {
-		c := o.Clock
-		o.Wall = func() time.Time { return c.Now().Round(0) }
+		o.Clock = lease.SystemClock{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -218,13 +210,13 @@ func (o *Options) fill() error {
 		return fmt.Errorf("%w: TTL %v not whole seconds in [2s, 1h]", ErrOptions, o.TTL)
 	case o.Margin <= 0 || o.Margin >= o.TTL:
 		return fmt.Errorf("%w: margin %v not in (0, TTL %v)", ErrOptions, o.Margin, o.TTL)
-	case o.KeepAlive <= 0 || o.KeepAlive >= o.TTL-o.Margin:
+	case o.Renew <= 0 || o.Renew >= o.TTL-o.Margin:
 		return fmt.Errorf("%w: keepalive interval %v not in (0, TTL - margin = %v): the lease would lapse between keepalives",
-			ErrOptions, o.KeepAlive, o.TTL-o.Margin)
+			ErrOptions, o.Renew, o.TTL-o.Margin)
 	case o.MarkAhead < 0 || o.StoreTimeout < 0 || o.MaxMarkWait < 0 || o.DialTimeout < 0 || o.RequestTimeout < 0:
 		return fmt.Errorf("%w: negative duration", ErrOptions)
 	}
-	if err := o.Layout.Validate(o.Wall()); err != nil {
+	if err := o.Layout.Validate(o.wall()); err != nil {
 		return fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	if o.MinWorker < 0 || o.MinWorker > o.MaxWorker || o.MaxWorker > o.Layout.MaxWorker() {
@@ -233,6 +225,9 @@ func (o *Options) fill() error {
 	}
 	return nil
 }
+
+// wall reads the Clock's wall clock (no monotonic reading).
+func (o *Options) wall() time.Time { return o.Clock.Now().Round(0) }
 
 // tlsConfig builds the client TLS configuration from the files, nil when none is set.
 func (o *Options) tlsConfig() (*tls.Config, error) {

@@ -13,8 +13,11 @@ import (
 
 	"go.uber.org/goleak"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/leaf-go/leaf/internal/etcdtest"
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // TestMain fails the package if a Worker's keepalive goroutine or its client outlives Close.
@@ -37,7 +40,7 @@ func opts(t *testing.T, c *etcdtest.Cluster) Options {
 		Owner:     t.Name(),
 		MaxWorker: -1,
 		TTL:       testTTL,
-		KeepAlive: testKeepAlive,
+		Renew:     testKeepAlive,
 		Margin:    testMargin,
 		ClaimWait: -1,
 	}
@@ -56,9 +59,12 @@ func claimT(t *testing.T, o Options) *Worker {
 	return w
 }
 
-// gen builds a generator on w.
+// gen builds a generator on w, once a claim without a mark may serve (TTL + Margin after it).
 func gen(t *testing.T, w *Worker) *snowflake.Generator {
 	t.Helper()
+	if err := w.WaitNoHistory(context.Background()); err != nil {
+		t.Fatalf("WaitNoHistory: %v", err)
+	}
 	g, err := snowflake.New(context.Background(), snowflake.Settings{Source: w, ZeroStart: true})
 	if err != nil {
 		t.Fatal(err)
@@ -84,10 +90,16 @@ func issue(t *testing.T, g *snowflake.Generator, n int, seen map[int64]bool) {
 // crash stops w's keepalives and drops its connection without revoking the lease, as a killed
 // process does.
 func crash(w *Worker) {
-	w.cancel()
-	<-w.done
+	w.s.Stop()
 	_ = w.cli.Close()
 }
+
+// suspendClock is the system clock whose boot clock is ahead by a jump: a host resumed after
+// a suspend of that long, as Go's monotonic clock (which stood still) and the boot clock see it.
+type suspendClock struct{ jump *atomic.Int64 }
+
+func (c suspendClock) Now() time.Time      { return time.Now() }
+func (c suspendClock) Boot() time.Duration { return lease.BootTime() + time.Duration(c.jump.Load()) }
 
 // waitFor polls cond every 20 ms for up to d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
@@ -418,7 +430,7 @@ func TestHighWater(t *testing.T) {
 	})
 }
 
-// TestSuspend (issue 15 item 7): the wall clock jumps 30 s while the Clock's monotonic time does
+// TestSuspend (issue 15 item 7): the boot clock jumps 30 s while the Clock's monotonic time does
 // not (a suspended host): Expiry is past at once and the generator refuses; the next keepalive
 // of the same lease (still alive in etcd here) makes it issue again.
 func TestSuspend(t *testing.T) {
@@ -426,10 +438,9 @@ func TestSuspend(t *testing.T) {
 	var jump atomic.Int64
 	o := opts(t, c)
 	o.MaxWorker = 0
-	o.Clock = snowflake.SystemClock{}
-	o.Wall = func() time.Time { return time.Now().Round(0).Add(time.Duration(jump.Load())) }
+	o.Clock = suspendClock{&jump}
 	// No keepalive during the check, so that the refusal is the wall check's.
-	o.TTL, o.KeepAlive, o.Margin = 10*time.Second, 3*time.Second, 2*time.Second
+	o.TTL, o.Renew, o.Margin = 10*time.Second, 3*time.Second, 2*time.Second
 	w := claimT(t, o)
 	g := gen(t, w)
 	issue(t, g, 10, map[int64]bool{})
@@ -443,7 +454,7 @@ func TestSuspend(t *testing.T) {
 	if err := w.Ready(); err == nil {
 		t.Fatal("Ready nil after a suspend")
 	}
-	waitFor(t, 2*o.KeepAlive, "no recovery after a keepalive", func() bool { return w.Ready() == nil })
+	waitFor(t, 2*o.Renew, "no recovery after a keepalive", func() bool { return w.Ready() == nil })
 	if _, err := g.Next(context.Background()); err != nil {
 		t.Fatalf("Next after the keepalive: %v", err)
 	}
@@ -510,7 +521,7 @@ func TestPeerClock(t *testing.T) {
 			o.MaxWorker = 3
 			peer := o
 			peer.Owner = "peer-ahead"
-			peer.Wall = func() time.Time { return time.Now().Round(0).Add(tc.ahead) }
+			peer.Clock = lease.WithBoot(func() time.Time { return time.Now().Add(tc.ahead) })
 			claimT(t, peer)
 			o.MaxPeerClockSkew = tc.max
 			w, err := Claim(context.Background(), o)
@@ -537,7 +548,7 @@ func TestOptions(t *testing.T) {
 		"prefix":          func(o *Options) { o.Prefix = "p/" },
 		"ttl fraction":    func(o *Options) { o.TTL = 2500 * time.Millisecond },
 		"margin":          func(o *Options) { o.Margin = 20 * time.Second },
-		"keepalive":       func(o *Options) { o.KeepAlive = 9 * time.Second },
+		"keepalive":       func(o *Options) { o.Renew = 9 * time.Second },
 		"min above max":   func(o *Options) { o.MinWorker, o.MaxWorker = 5, 4 },
 		"max past layout": func(o *Options) { o.MaxWorker = 1024 },
 		"negative min":    func(o *Options) { o.MinWorker = -1 },
@@ -548,5 +559,47 @@ func TestOptions(t *testing.T) {
 		if _, err := Claim(context.Background(), o); !errors.Is(err, ErrOptions) {
 			t.Errorf("%s: %v, want ErrOptions", name, err)
 		}
+	}
+}
+
+// TestPrefixDeleted (issue 20 item 4): `etcdctl del --prefix` of the namespace while A holds
+// worker 0, and B claims at once. B finds neither a claim key nor a mark, so it takes worker 0
+// and is held back TTL + Margin; A's next keepalive finds its key gone or re-created and loses
+// the claim for good, long before B serves. Before this, B issued at once while A went on
+// issuing until its next keepalive: duplicates.
+func TestPrefixDeleted(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	o := opts(t, c)
+	o.MaxWorker = 0
+	o.Owner = "holder-a"
+	a := claimT(t, o)
+	ga := gen(t, a)
+	seen := map[int64]bool{}
+	issue(t, ga, 100, seen)
+	if _, err := cli.Delete(context.Background(), o.Prefix, clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	o.Owner = "claimer-b"
+	b := claimT(t, o)
+	if b.WorkerID() != a.WorkerID() {
+		t.Fatalf("B got worker %d, want A's %d (the case under test)", b.WorkerID(), a.WorkerID())
+	}
+	if err := b.Ready(); err == nil || !strings.Contains(err.Error(), "no history") {
+		t.Fatalf("B's Ready right after its claim: %v, want held back: no history", err)
+	}
+	if exp := b.Expiry(); !exp.Equal(lease.Expired) {
+		t.Fatalf("B's Expiry right after its claim: %v, want %v", exp, lease.Expired)
+	}
+	waitFor(t, 3*testTTL, "A did not lose its claim after the prefix was deleted", func() bool { return a.Err() != nil })
+	if err := a.Err(); !errors.Is(err, lease.ErrLeaseLost) || !errors.Is(err, ErrLost) {
+		t.Fatalf("A's Err: %v, want %v and %v", err, lease.ErrLeaseLost, ErrLost)
+	}
+	if _, err := ga.Next(context.Background()); !errors.Is(err, snowflake.ErrLeaseExpired) {
+		t.Fatalf("A's Next after the loss: %v, want ErrLeaseExpired", err)
+	}
+	issue(t, gen(t, b), 100, seen)
+	if b.Err() != nil {
+		t.Fatalf("B lost its claim: %v", b.Err())
 	}
 }

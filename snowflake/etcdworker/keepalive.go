@@ -14,83 +14,46 @@ import (
 	"github.com/leaf-go/leaf/snowflake"
 )
 
-// run keeps the lease alive every KeepAlive (KeepAlive/2 after a failure) until ctx is
-// cancelled or the claim is lost.
-func (w *Worker) run(ctx context.Context) {
-	defer close(w.done)
-	timer := time.NewTimer(w.opts.KeepAlive)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		began := time.Now()
-		err := w.keepAliveOnce(ctx)
-		interval := w.opts.KeepAlive
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrLost), ctx.Err() != nil:
-			return
-		default:
-			interval = w.opts.KeepAlive / 2
-			w.mu.Lock()
-			n := w.consecutive
-			w.mu.Unlock()
-			w.log.Warn("etcd keepalive of the snowflake worker ID failed", "err", err,
-				"consecutive_failures", n, "expires_in", w.Expiry().Sub(w.opts.Clock.Now()).Round(time.Millisecond))
-		}
-		timer.Reset(max(interval-time.Since(began), 0))
-	}
-}
-
-// keepAliveOnce renews the lease, then, in one transaction fenced by the claim key's
-// CreateRevision, rewrites the clock report and raises the high-water mark to MarkAhead past
-// the clock. Only when both succeed does the deadline move (from the instant read before the
-// keepalive was sent). "Lease not found" or a failed fence makes the loss final.
-func (w *Worker) keepAliveOnce(ctx context.Context) error {
-	sentMono, sentWall := w.opts.Clock.Now(), w.opts.Wall()
-	cctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), w.opts.KeepAlive)
-	defer cancel()
+// keepAliveOnce is the lease.Session's renewal: it renews the lease, then, in one
+// transaction fenced by the claim key's CreateRevision, rewrites the clock report and raises
+// the high-water mark to MarkAhead past the clock. It returns the TTL etcd granted only when
+// both succeed (the Session moves the deadline from the instant read before it was called).
+// "Lease not found" or a failed fence is the loss (wrapping ErrLost).
+func (w *Worker) keepAliveOnce(ctx context.Context) (time.Duration, error) {
+	cctx := clientv3.WithRequireLeader(ctx)
 	ka, err := w.cli.KeepAliveOnce(cctx, w.lease)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return w.markLost(errLeaseGone)
+		return 0, fmt.Errorf("%w: %w", ErrLost, errLeaseGone)
 	}
 	if err != nil {
-		return w.failed(fmt.Errorf("keepalive: %w", err))
+		return 0, fmt.Errorf("keepalive: %w", err)
 	}
 	select {
 	case w.writeSem <- struct{}{}:
 	case <-cctx.Done():
-		return w.failed(fmt.Errorf("keepalive: high-water write in flight: %w", cctx.Err()))
+		return 0, fmt.Errorf("keepalive: high-water write in flight: %w", cctx.Err())
 	}
 	defer func() { <-w.writeSem }()
 	w.mu.Lock()
-	mark := max(w.markMillis, w.opts.Wall().Add(w.opts.MarkAhead).UnixMilli())
+	mark := max(w.markMillis, w.opts.wall().Add(w.opts.MarkAhead).UnixMilli())
 	w.mu.Unlock()
-	val, _ := json.Marshal(report{Addr: w.opts.Owner, TS: w.opts.Wall().UnixMilli(), Lease: leaseHex(w.lease), Since: w.since.UnixMilli()})
+	val, _ := json.Marshal(report{Addr: w.opts.Owner, TS: w.opts.wall().UnixMilli(), Lease: leaseHex(w.lease), Since: w.since.UnixMilli()})
 	tr, err := w.fenced(cctx, clientv3.OpPut(w.key, string(val), clientv3.WithLease(w.lease)), w.putMark(mark)).Commit()
 	if err != nil {
-		return w.failed(fmt.Errorf("report and high-water write: %w", err))
+		return 0, fmt.Errorf("report and high-water write: %w", err)
 	}
 	if !tr.Succeeded {
-		return w.markLost(fmt.Errorf("%s is no longer this claim's (CreateRevision %d): deleted or taken over", w.key, w.createRev))
+		return 0, w.fenceLost()
 	}
-	ttl := min(w.opts.TTL, time.Duration(ka.TTL)*time.Second)
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.keepAlives++
-	w.consecutive = 0
-	w.lastKeepAlive = sentWall
 	w.markMillis = max(w.markMillis, mark)
-	if d := w.dl.Load(); d != nil {
-		next := &deadline{mono: sentMono.Add(ttl - w.opts.Margin), wall: sentWall.Add(ttl - w.opts.Margin)}
-		if next.mono.After(d.mono) {
-			w.dl.CompareAndSwap(d, next)
-		}
-	}
-	return nil
+	w.mu.Unlock()
+	return time.Duration(ka.TTL) * time.Second, nil
+}
+
+// fenceLost is the loss when a fenced write found the claim key gone or re-created.
+func (w *Worker) fenceLost() error {
+	return fmt.Errorf("%w: %s is no longer this claim's (CreateRevision %d): deleted or taken over", ErrLost, w.key, w.createRev)
 }
 
 // fenced starts a transaction that runs ops only while the claim key is this claim's.
@@ -103,34 +66,6 @@ func (w *Worker) putMark(ms int64) clientv3.Op {
 	return clientv3.OpPut(w.hwKey, strconv.FormatInt(ms, 10))
 }
 
-// failed counts a failed keepalive and returns err.
-func (w *Worker) failed(err error) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.failures++
-	w.consecutive++
-	w.lastErr = err
-	return err
-}
-
-// markLost makes the loss final and returns it wrapped in ErrLost.
-func (w *Worker) markLost(reason error) error {
-	w.dl.Store(nil)
-	w.mu.Lock()
-	first := w.lostReason == ""
-	if first {
-		w.lostReason = reason.Error()
-		w.lastErr = reason
-	}
-	w.mu.Unlock()
-	w.lostOnce.Do(func() { close(w.lost) })
-	if first {
-		w.log.Error("snowflake worker ID lost in etcd: no more snowflake IDs from this server until it is restarted",
-			"key", w.key, "reason", reason)
-	}
-	return fmt.Errorf("%w: %w", ErrLost, reason)
-}
-
 // Store implements snowflake.HighWater: it makes sure the high-water key holds at least mark.
 // Usually the keepalives have already stored a higher mark and Store returns at once; else it
 // writes the mark, fenced by the claim, within StoreTimeout (and ctx). Errors: ErrLost (final),
@@ -138,11 +73,11 @@ func (w *Worker) markLost(reason error) error {
 func (w *Worker) Store(ctx context.Context, mark time.Time) error {
 	ms := mark.UnixMilli()
 	w.mu.Lock()
-	stored, closed, lostReason := w.markMillis, w.closed, w.lostReason
+	stored, closed := w.markMillis, w.closed
 	w.mu.Unlock()
 	switch {
-	case lostReason != "":
-		return fmt.Errorf("%w: %s", ErrLost, lostReason)
+	case w.s.Err() != nil:
+		return w.s.Err()
 	case closed:
 		return ErrClosed
 	case ms <= stored:
@@ -166,13 +101,13 @@ func (w *Worker) Store(ctx context.Context, mark time.Time) error {
 	}
 	asked := ms
 	// Write a little further than asked, as the keepalive would, to store less often.
-	ms = max(ms, w.opts.Wall().Add(w.opts.MarkAhead).UnixMilli())
+	ms = max(ms, w.opts.wall().Add(w.opts.MarkAhead).UnixMilli())
 	tr, err := w.fenced(ctx, w.putMark(ms)).Commit()
 	if err != nil {
 		return fmt.Errorf("etcdworker: store high-water mark of worker ID %d: %w", w.workerID, err)
 	}
 	if !tr.Succeeded {
-		return w.markLost(fmt.Errorf("%s is no longer this claim's (CreateRevision %d): deleted or taken over", w.key, w.createRev))
+		return w.s.Lose(w.fenceLost())
 	}
 	w.mu.Lock()
 	w.markMillis = max(w.markMillis, ms)
@@ -216,15 +151,13 @@ func (w *Worker) lowerMark(ctx context.Context) {
 // (nil when the claim was already lost); later calls return the first call's result.
 func (w *Worker) Close(ctx context.Context) error {
 	w.closeOnce.Do(func() {
-		if w.cancel != nil {
-			w.cancel()
-			<-w.done
+		if w.s != nil {
+			w.s.Stop()
 		}
-		w.dl.Store(nil)
 		w.mu.Lock()
 		w.closed = true
-		lost := w.lostReason != ""
 		w.mu.Unlock()
+		lost := w.s != nil && w.s.Err() != nil
 		if !lost {
 			w.lowerMark(ctx)
 			if _, err := w.cli.Revoke(ctx, w.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -252,11 +185,11 @@ func (w *Worker) StoreFinal(_ context.Context, mark time.Time) error {
 	if ms <= 0 {
 		return nil
 	}
+	if err := w.s.Err(); err != nil {
+		return fmt.Errorf("etcdworker: final mark not stored: %w", err)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.lostReason != "" {
-		return fmt.Errorf("etcdworker: final mark not stored: %s", w.lostReason)
-	}
 	w.finalMillis = ms
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // The rest of snowflake.Source: what the generator, the status page, /readyz and /metrics read.
@@ -22,21 +24,21 @@ func (w *Worker) Key() string { return w.key }
 
 // Lost returns a channel that is closed when the claim is lost for good (lease gone, key taken
 // over or deleted).
-func (w *Worker) Lost() <-chan struct{} { return w.lost }
+func (w *Worker) Lost() <-chan struct{} { return w.s.Lost() }
+
+// Err returns the loss (wrapping ErrLost and lease.ErrLeaseLost), nil while held.
+func (w *Worker) Err() error { return w.s.Err() }
+
+// WaitNoHistory waits until a claim that found no mark may serve (at once for one that found
+// one): see lease.Session.WaitNoHistory.
+func (w *Worker) WaitNoHistory(ctx context.Context) error { return w.s.WaitNoHistory(ctx) }
 
 // Expiry implements snowflake.Lease: the instant (on Clock) from which the worker ID may belong
 // to another server, sent + TTL − Margin where sent is when the last successful keepalive was
-// sent. When the wall clock has passed the same deadline (the host was suspended: Go's
-// monotonic clock stood still while etcd's did not), when the claim is lost, or after Close,
-// it returns 1970-01-01T00:00:00Z (long past). One atomic load and one wall-clock read; the
-// generator calls it on every Next.
-func (w *Worker) Expiry() time.Time {
-	d := w.dl.Load()
-	if d == nil || !w.opts.Wall().Before(d.wall) {
-		return expiredAt
-	}
-	return d.mono
-}
+// sent, ended earlier by the wall or boot clock after a suspend (lease.Deadline). While a
+// claim without a mark is held back, once the claim is lost, and after Close, it returns
+// lease.Expired (1970, long past). No I/O; the generator calls it on every Next.
+func (w *Worker) Expiry() time.Time { return w.s.Expiry() }
 
 // Load implements snowflake.HighWater: the high-water mark read with the claim, the zero time
 // if the ID never had one. Claim has already waited until the clock passed it. No I/O.
@@ -47,53 +49,41 @@ func (w *Worker) Load(context.Context) (time.Time, error) {
 	return time.UnixMilli(w.floorMillis), nil
 }
 
-// Ready returns nil while the worker ID backs new IDs; otherwise why not: lost (for good:
-// restart the server), closed, or the deadline passed (keepalives failing; it recovers with
-// the next successful keepalive of the same lease).
+// Ready returns nil while the worker ID backs new IDs; otherwise why not: lost (the error wraps
+// lease.ErrLeaseLost; a new claim is needed), closed, a claim without a mark still held back,
+// or the deadline passed (keepalives failing; it recovers with the next successful keepalive
+// of the same lease).
 func (w *Worker) Ready() error {
-	w.mu.Lock()
-	lostReason, closed, last, lastErr := w.lostReason, w.closed, w.lastKeepAlive, w.lastErr
-	w.mu.Unlock()
+	err := w.s.Ready()
 	switch {
-	case lostReason != "":
-		return fmt.Errorf("etcd worker ID %d lost (%s): restart leaf-server to claim a new one", w.workerID, lostReason)
-	case closed:
-		return errors.New("etcd worker ID released (closed)")
-	}
-	if !w.opts.Clock.Now().Before(w.Expiry()) {
-		msg := fmt.Sprintf("etcd lease of worker ID %d may have expired: last successful keepalive %s ago",
-			w.workerID, w.opts.Wall().Sub(last).Round(time.Millisecond))
-		if lastErr != nil {
-			msg += " (last error: " + lastErr.Error() + ")"
-		}
-		return errors.New(msg + "; no snowflake IDs until a keepalive of the same lease succeeds")
+	case errors.Is(err, lease.ErrStopped):
+		return fmt.Errorf("etcd worker ID %d: %w", w.workerID, ErrClosed)
+	case err != nil:
+		return fmt.Errorf("etcd worker ID %d: %w", w.workerID, err)
 	}
 	return nil
 }
 
-// LastHeartbeat returns the wall instant before the last successful keepalive (or the claim)
-// was sent.
-func (w *Worker) LastHeartbeat() time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.lastKeepAlive
-}
+// LastHeartbeat returns the instant before the last successful keepalive (or the claim) was
+// sent.
+func (w *Worker) LastHeartbeat() time.Time { return w.s.Stats().LastRenewal }
 
 // Details returns the claim's state for the sourceState object of GET
 // /api/v1/snowflake/status: endpoints, key, highWaterKey, leaseId (hex), ttlMs, keepAliveMs,
 // marginMs, range [min, max], since, lastKeepAlive, expires (wall; "" when lost or closed),
+// heldUntil (a claim without a mark held back until then; "" otherwise),
 // highWater (instants in RFC 3339 UTC, "" for none), keepAlives, keepAliveFailures,
 // consecutiveFailures, lastError, lost (the reason, "" while held) and closed.
 func (w *Worker) Details() any {
+	st := w.s.Stats()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	expires := ""
-	if d := w.dl.Load(); d != nil {
-		expires = rfc3339(d.wall)
+	lastErr, lost := "", ""
+	if st.LastError != nil {
+		lastErr = st.LastError.Error()
 	}
-	lastErr := ""
-	if w.lastErr != nil {
-		lastErr = w.lastErr.Error()
+	if st.Lost != nil {
+		lost = st.Lost.Error()
 	}
 	hw := ""
 	if w.markMillis > 0 {
@@ -101,11 +91,12 @@ func (w *Worker) Details() any {
 	}
 	return map[string]any{
 		"endpoints": strings.Join(w.opts.Endpoints, ","), "key": w.key, "highWaterKey": w.hwKey,
-		"leaseId": leaseHex(w.lease), "ttlMs": w.opts.TTL.Milliseconds(), "keepAliveMs": w.opts.KeepAlive.Milliseconds(),
+		"leaseId": leaseHex(w.lease), "ttlMs": w.opts.TTL.Milliseconds(), "keepAliveMs": w.opts.Renew.Milliseconds(),
 		"marginMs": w.opts.Margin.Milliseconds(), "range": []int64{w.opts.MinWorker, w.opts.MaxWorker},
-		"since": rfc3339(w.since), "lastKeepAlive": rfc3339(w.lastKeepAlive), "expires": expires, "highWater": hw,
-		"keepAlives": w.keepAlives, "keepAliveFailures": w.failures, "consecutiveFailures": w.consecutive,
-		"lastError": lastErr, "lost": w.lostReason, "closed": w.closed,
+		"since": rfc3339(w.since), "lastKeepAlive": rfc3339(st.LastRenewal), "expires": rfc3339(st.Expires),
+		"heldUntil": rfc3339(st.HeldUntil), "highWater": hw,
+		"keepAlives": st.Renewals, "keepAliveFailures": st.RenewFailures, "consecutiveFailures": st.ConsecutiveFailures,
+		"lastError": lastErr, "lost": lost, "closed": w.closed,
 	}
 }
 

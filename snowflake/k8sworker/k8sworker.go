@@ -22,26 +22,25 @@
 //     renewed for LeaseDuration by the renewTime it shows. The Lease is taken by a create
 //     (missing) or an update carrying the resourceVersion that was read (the API server's
 //     optimistic concurrency): two claimers cannot both win one Lease.
-//  2. Stop before the API server could let another claimer take it: Expiry is the local
-//     instant read just before the last successful renewal was sent, plus LeaseDuration −
-//     Margin, on the monotonic clock, CLOCK_BOOTTIME and the wall clock
-//     (snowflake.LeaseDeadline), so a paused or suspended process cannot issue past it.
-//  3. A claim whose Lease may have a holder still issuing (one that was not released, or a
-//     Lease that is missing: never created, or deleted by hand) serves only after
-//     LeaseDuration has passed on the local clock since the take-over write was sent. Every
-//     earlier holder's last successful renewal was sent before that write's read, so it has
-//     stopped by then on its own clock (rule 2). A released Lease needs no wait: its holder
-//     stopped issuing before it released.
+//  2. The lease policy is snowflake/lease's, shared with every coordinated source: stop
+//     issuing at the local instant read just before the last confirmed renewal was sent plus
+//     LeaseDuration − Margin, on the monotonic, wall and boot clocks, so a paused or
+//     suspended process cannot issue past it.
+//  3. The time high-water mark is written into the Lease with every renewal, MarkAhead past
+//     the clock, under the same resourceVersion precondition, so the generator's Store rarely
+//     waits on the API server. Every ID of a holder is below the mark it last wrote, and the
+//     next holder's take-over write reads the Lease after that write; the next holder waits
+//     until its clock has passed the mark (at most MaxMarkWait; a mark further ahead makes
+//     Claim take another ID), so the two never share a millisecond, even if the old holder
+//     wakes up and issues before it notices. A claim that finds no mark (a Lease never
+//     created, or deleted by hand, whose holder may still be issuing) is held back for
+//     LeaseDuration + Margin (lease.Config.NoHistory): /readyz says why meanwhile.
 //  4. A lost lease is final for that claim: a renewal answered 404 (the Lease deleted) or 409
 //     with another holder (taken over) closes Lost, and Ready reports it for good. A renewal
 //     that fails otherwise (the API server away) only lets Expiry pass; the next successful
-//     renewal of the same resourceVersion chain resumes issuing, since no claimer can have
-//     written in between.
-//  5. The time high-water mark is written into the Lease with every renewal, MarkAhead past
-//     the clock, under the same resourceVersion precondition, so the generator's Store rarely
-//     waits on the API server. A new holder waits until its clock has passed the mark (at
-//     most MaxMarkWait; a mark further ahead makes Claim take another ID). Close writes the
-//     generator's own last mark and releases the Lease.
+//     renewal resumes issuing, since no claimer can have written in between.
+//  5. Close stops issuing, writes the generator's own last mark and releases the Lease
+//     (holderIdentity ""); the next holder takes it at once and waits only for the mark.
 package k8sworker
 
 import (
@@ -61,6 +60,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // Defaults for zero Options fields: a lease of tens of seconds, renewed five times within it.
@@ -97,17 +97,12 @@ var (
 	// ErrNoFreeWorker is returned (wrapped) by Claim when every worker ID of the range has a
 	// live holder, or a high-water mark too far ahead.
 	ErrNoFreeWorker = errors.New("k8sworker: no free worker ID")
-	// ErrLost is returned (wrapped) by Store once the Lease was deleted or taken over: final.
+	// ErrLost is returned (wrapped, with lease.ErrLeaseLost) by Store once the Lease was
+	// deleted or taken over: final.
 	ErrLost = errors.New("k8sworker: worker ID lease lost")
 	// ErrClosed is returned by Store after Close.
 	ErrClosed = errors.New("k8sworker: closed")
 )
-
-// Clock is the local time source; pass the same clock as snowflake.Settings.Clock, since the
-// generator compares its Now with Expiry. Renewals use real timers whatever the Clock.
-type Clock interface {
-	Now() time.Time
-}
 
 // Options configure Claim. Zero fields take the defaults.
 type Options struct {
@@ -151,13 +146,10 @@ type Options struct {
 	MaxMarkWait time.Duration
 	// RequestTimeout bounds each API request of Claim; 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
-	// Clock is the local clock; nil means snowflake.SystemClock{}.
-	Clock Clock
-	// Wall is the wall clock of the renewTime written and of the expiry's wall check; nil
-	// means time.Now().Round(0).
-	Wall func() time.Time
-	// Boot is the clock that counts suspended time; nil means snowflake.BootClock{}.
-	Boot snowflake.LeaseClock
+	// Clock is the local clock (pass the generator's, see lease.WithBoot): Expiry ends on its
+	// readings, its wall clock and its boot clock; renewTime is its wall clock. nil means
+	// lease.SystemClock{}.
+	Clock lease.Clock
 	// Logger receives claim, renewal failure, loss and release events; nil discards them.
 	Logger *slog.Logger
 }
@@ -189,13 +181,7 @@ func (o *Options) fill() error {
 	def(&o.MaxMarkWait, DefaultMaxMarkWait)
 	def(&o.RequestTimeout, DefaultRequestTimeout)
 	if o.Clock == nil {
-		o.Clock = snowflake.SystemClock{}
-	}
-	if o.Wall == nil {
-		o.Wall = func() time.Time { return time.Now().Round(0) }
-	}
-	if o.Boot == nil {
-		o.Boot = snowflake.BootClock{}
+		o.Clock = lease.SystemClock{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -217,7 +203,7 @@ func (o *Options) fill() error {
 	case o.MarkAhead < 0 || o.StoreTimeout < 0 || o.MaxMarkWait < 0 || o.RequestTimeout < 0:
 		return fmt.Errorf("%w: negative duration", ErrOptions)
 	}
-	if err := o.Layout.Validate(o.Wall()); err != nil {
+	if err := o.Layout.Validate(o.wall()); err != nil {
 		return fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	if o.MinWorker < 0 || o.MinWorker > o.MaxWorker || o.MaxWorker > o.Layout.MaxWorker() {
@@ -225,6 +211,14 @@ func (o *Options) fill() error {
 			ErrOptions, o.MinWorker, o.MaxWorker, o.Layout.MaxWorker())
 	}
 	return nil
+}
+
+// wall reads the Clock's wall clock (no monotonic reading).
+func (o *Options) wall() time.Time { return o.Clock.Now().Round(0) }
+
+// policy is the lease timing of o.
+func (o *Options) policy() lease.Policy {
+	return lease.Policy{TTL: o.LeaseDuration, Renew: o.Renew, Margin: o.Margin}
 }
 
 // Config returns the client configuration client-go's conventions give: the pod's service

@@ -16,6 +16,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/k8stest"
 	"github.com/leaf-go/leaf/snowflake/k8sworker"
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // Short leases keep the tests quick; the rules do not depend on the length.
@@ -102,17 +103,23 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 func TestWorker(t *testing.T) {
 	b := newBed(t)
 
-	t.Run("claim without history waits out the duration, preferred then lowest free", func(t *testing.T) {
+	t.Run("claim without history is held back, preferred then lowest free", func(t *testing.T) {
 		began := time.Now()
 		a := claim(t, b.opts("a", 2, 3))
-		if took := time.Since(began); took < testDuration {
-			t.Errorf("a claim of a Lease that did not exist served after %v, want at least the lease duration %v (a deleted Lease's holder may still issue)", took, testDuration)
-		}
 		if a.WorkerID() != 2 {
 			t.Errorf("a: worker ID %d, want its preferred 2", a.WorkerID())
 		}
-		if err := a.Ready(); err != nil || !time.Now().Before(a.Expiry()) {
-			t.Errorf("a: Ready %v, Expiry %v; want ready", err, a.Expiry())
+		// The Lease did not exist: a deleted Lease's holder may still issue, so no IDs until
+		// the lease duration + margin have passed.
+		if err := a.Ready(); err == nil || a.Expiry().After(time.Now()) {
+			t.Errorf("a right after a claim without history: Ready %v, Expiry %v; want held back", err, a.Expiry())
+		}
+		waitFor(t, "a to serve", 3*testDuration, func() bool { return a.Ready() == nil })
+		if took := time.Since(began); took < testDuration+testMargin {
+			t.Errorf("a claim of a Lease that did not exist served after %v, want at least the lease duration + margin %v", took, testDuration+testMargin)
+		}
+		if !time.Now().Before(a.Expiry()) {
+			t.Errorf("a: Expiry %v after it became ready", a.Expiry())
 		}
 		// b prefers 2 too: a holds it, so b takes the lowest free ID.
 		bw := claim(t, b.opts("b", 2, 3))
@@ -168,6 +175,7 @@ func TestWorker(t *testing.T) {
 		o := b.opts("del", 7, 7)
 		o.MinWorker = 7
 		w := claim(t, o)
+		waitFor(t, "the claim to serve", 3*testDuration, func() bool { return w.Ready() == nil })
 		b.c.Kubectl(t, "", "delete", "lease", "leaf-go-worker-7", "-n", b.ns)
 		select {
 		case <-w.Lost():
@@ -180,8 +188,8 @@ func TestWorker(t *testing.T) {
 		if !w.Expiry().Before(time.Now()) {
 			t.Error("Expiry after the loss is not past")
 		}
-		if err := w.Store(t.Context(), time.Now().Add(time.Hour)); !errors.Is(err, k8sworker.ErrLost) {
-			t.Errorf("Store after the loss = %v, want ErrLost", err)
+		if err := w.Store(t.Context(), time.Now().Add(time.Hour)); !errors.Is(err, k8sworker.ErrLost) || !errors.Is(err, lease.ErrLeaseLost) {
+			t.Errorf("Store after the loss = %v, want ErrLost and lease.ErrLeaseLost", err)
 		}
 	})
 
@@ -207,6 +215,7 @@ func TestWorker(t *testing.T) {
 		o := b.opts("away", 9, 9)
 		o.MinWorker = 9
 		w := claim(t, o)
+		waitFor(t, "the claim to serve", 3*testDuration, func() bool { return w.Ready() == nil })
 		b.c.StopAPIServer()
 		waitFor(t, "Expiry to pass with the API server down", 3*testDuration, func() bool { return !time.Now().Before(w.Expiry()) })
 		if err := w.Ready(); err == nil {

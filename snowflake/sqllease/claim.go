@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/lease"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -20,12 +21,12 @@ func checkPeers(ctx context.Context, st Store, opts Options) error {
 	if opts.MaxPeerClockSkew <= 0 {
 		return nil
 	}
-	before := opts.WallClock()
+	before := opts.Clock.Now().Round(0)
 	holders, dbNow, err := st.LiveHolders(ctx)
 	if err != nil {
 		return fmt.Errorf("sqllease: peer clock check: %w", err)
 	}
-	after := opts.WallClock()
+	after := opts.Clock.Now().Round(0)
 	// The local instant at which the database read dbNow: the middle of the round trip.
 	local := before.Add(after.Sub(before) / 2)
 	var peers []snowflake.Peer
@@ -50,9 +51,9 @@ func checkPeers(ctx context.Context, st Store, opts Options) error {
 // ID, and released once one with a usable mark is found; when none is, the one with the
 // lowest mark is kept (the generator then waits for the clock to reach it) and the others
 // are released. sent is the local instant before the kept claim was sent.
-func claim(ctx context.Context, st Store, opts Options) (sent time.Time, kept store.Lease, err error) {
+func claim(ctx context.Context, st Store, opts Options) (sent lease.Instant, kept store.Lease, err error) {
 	type held struct {
-		sent time.Time
+		sent lease.Instant
 		l    store.Lease
 	}
 	var skipped []held
@@ -70,9 +71,9 @@ func claim(ctx context.Context, st Store, opts Options) (sent time.Time, kept st
 	began := time.Now()
 	waitLogged := false
 	for {
-		sent = opts.Clock.Now()
+		sent = lease.Read(opts.Clock)
 		c := store.Claim{Owner: opts.Owner, MinWorker: opts.Workers.Min, MaxWorker: opts.Workers.Max,
-			TTL: opts.TTL, ClockMillis: clockMillis(sent)}
+			TTL: opts.TTL, ClockMillis: clockMillis(sent.Now)}
 		kept, err = st.ClaimWorker(ctx, c)
 		switch {
 		case errors.Is(err, store.ErrNoFreeWorker) && len(skipped) > 0:
@@ -85,12 +86,12 @@ func claim(ctx context.Context, st Store, opts Options) (sent time.Time, kept st
 			kept, sent = best.l, best.sent
 			opts.Logger.Warn("no other free snowflake worker ID: keeping one whose high-water mark is far ahead; "+
 				"no snowflake IDs until the clock reaches it",
-				"worker_id", kept.WorkerID, "high_water", kept.HighWater(), "ahead", kept.HighWater().Sub(sent.Round(0)))
+				"worker_id", kept.WorkerID, "high_water", kept.HighWater(), "ahead", kept.HighWater().Sub(sent.Now.Round(0)))
 			return sent, kept, nil
 		case errors.Is(err, store.ErrNoFreeWorker):
 			waited := time.Since(began)
 			if opts.ClaimWait < 0 || waited >= opts.ClaimWait {
-				return time.Time{}, store.Lease{}, fmt.Errorf("sqllease: claim a worker ID in %d..%d after waiting %v: %w; %s",
+				return lease.Instant{}, store.Lease{}, fmt.Errorf("sqllease: claim a worker ID in %d..%d after waiting %v: %w; %s",
 					c.MinWorker, c.MaxWorker, waited.Round(time.Millisecond), err, holders(ctx, st, c))
 			}
 			if !waitLogged {
@@ -103,15 +104,15 @@ func claim(ctx context.Context, st Store, opts Options) (sent time.Time, kept st
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return time.Time{}, store.Lease{}, fmt.Errorf("sqllease: claim a worker ID in %d..%d: %w (waiting for a lease to run out: %w)",
+				return lease.Instant{}, store.Lease{}, fmt.Errorf("sqllease: claim a worker ID in %d..%d: %w (waiting for a lease to run out: %w)",
 					c.MinWorker, c.MaxWorker, context.Cause(ctx), err)
 			case <-t.C:
 			}
 			continue
 		case err != nil:
-			return time.Time{}, store.Lease{}, fmt.Errorf("sqllease: claim a worker ID in %d..%d: %w", c.MinWorker, c.MaxWorker, err)
+			return lease.Instant{}, store.Lease{}, fmt.Errorf("sqllease: claim a worker ID in %d..%d: %w", c.MinWorker, c.MaxWorker, err)
 		}
-		ahead := time.UnixMilli(kept.HighWaterMillis).Sub(sent.Round(0))
+		ahead := time.UnixMilli(kept.HighWaterMillis).Sub(sent.Now.Round(0))
 		if opts.MaxMarkAhead < 0 || kept.HighWaterMillis == 0 || ahead <= opts.MaxMarkAhead {
 			if len(skipped) > 0 {
 				opts.Logger.Warn("skipped snowflake worker IDs whose high-water mark lies far ahead of the clock (a clock that once ran ahead)",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/clocktest"
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/lease"
 	"github.com/leaf-go/leaf/snowflake/sqllease"
 	"github.com/leaf-go/leaf/store"
 )
@@ -19,7 +20,8 @@ import (
 // offsetClock is the system clock moved by a fixed offset: a host whose clock is off.
 type offsetClock time.Duration
 
-func (c offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
+func (c offsetClock) Now() time.Time      { return time.Now().Add(time.Duration(c)) }
+func (c offsetClock) Boot() time.Duration { return lease.BootTime() }
 
 // logBuffer collects a logger's text output; safe for concurrent use.
 type logBuffer struct {
@@ -47,20 +49,20 @@ func TestRange(t *testing.T) {
 	o.Workers = &sqllease.Range{Min: 700, Max: 701}
 	for _, want := range []int64{700, 701} {
 		if l := start(t, st, o); l.WorkerID() != want {
-			t.Errorf("Start(range 700..701) = worker %d, want %d", l.WorkerID(), want)
+			t.Errorf("Claim(range 700..701) = worker %d, want %d", l.WorkerID(), want)
 		}
 	}
-	if _, err := sqllease.Start(context.Background(), st, o); !errors.Is(err, store.ErrNoFreeWorker) || !strings.Contains(err.Error(), "700..701") {
+	if _, err := sqllease.Claim(context.Background(), st, o); !errors.Is(err, store.ErrNoFreeWorker) || !strings.Contains(err.Error(), "700..701") {
 		t.Errorf("Start with 700..701 taken = %v, want %v naming 700..701", err, store.ErrNoFreeWorker)
 	}
 	for _, r := range []sqllease.Range{{Min: -1, Max: 3}, {Min: 5, Max: 4}, {Min: 0, Max: 1024}} {
 		o := with(fast, "bad")
 		o.Workers = &r
-		if l, err := sqllease.Start(context.Background(), st, o); !errors.Is(err, sqllease.ErrOptions) {
+		if l, err := sqllease.Claim(context.Background(), st, o); !errors.Is(err, sqllease.ErrOptions) {
 			if l != nil {
 				l.Close(context.Background())
 			}
-			t.Errorf("Start(range %d..%d, 10 worker bits) = %v, want %v", r.Min, r.Max, err, sqllease.ErrOptions)
+			t.Errorf("Claim(range %d..%d, 10 worker bits) = %v, want %v", r.Min, r.Max, err, sqllease.ErrOptions)
 		}
 	}
 }
@@ -86,12 +88,12 @@ func TestPeerClock(t *testing.T) {
 			p := start(t, st, peer)
 			o := with(fast, "new")
 			o.MaxPeerClockSkew = tt.max
-			l, err := sqllease.Start(context.Background(), st, o)
+			l, err := sqllease.Claim(context.Background(), st, o)
 			if tt.refused {
 				if l != nil {
 					l.Close(context.Background())
 				}
-				if !errors.Is(err, snowflake.ErrPeerClockSkew) || !strings.Contains(err.Error(), "worker 0 (peer-host:8080)") {
+				if !errors.Is(err, snowflake.ErrPeerClockSkew) || !strings.Contains(err.Error(), "worker 0 (peer-host:8080 claim ") {
 					t.Fatalf("Start with a peer %v off = %v, want %v naming worker 0 (peer-host:8080)", tt.ahead, err, snowflake.ErrPeerClockSkew)
 				}
 				// Nothing was claimed: the next free worker ID is still 1.
@@ -122,7 +124,7 @@ func TestPeerClockAfterRenewals(t *testing.T) {
 	}
 	o := with(fast, "new")
 	o.MaxPeerClockSkew = 100 * time.Millisecond // tighter than the report's age (up to 200 ms)
-	l, err := sqllease.Start(context.Background(), st, o)
+	l, err := sqllease.Claim(context.Background(), st, o)
 	if err != nil {
 		t.Fatalf("Start next to a peer with the same clock, max skew 100 ms = %v", err)
 	}
@@ -138,6 +140,9 @@ func TestFarAheadMark(t *testing.T) {
 	jumped := with(fast, "jumped")
 	jumped.Clock = offsetClock(24 * time.Hour)
 	j := start(t, st, jumped)
+	if err := j.WaitNoHistory(ctx); err != nil {
+		t.Fatal(err)
+	}
 	g, err := snowflake.New(ctx, snowflake.Settings{Source: j, Clock: clocktest.New(time.Now().Add(24 * time.Hour))})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +171,7 @@ func TestFarAheadMark(t *testing.T) {
 	keep := with(fast, "keeper")
 	keep.MaxMarkAhead = -1
 	if k := start(t, st, keep); k.WorkerID() != 0 {
-		t.Errorf("Start(never skip) = worker %d, want 0 (the skipped ID given back)", k.WorkerID())
+		t.Errorf("Claim(never skip) = worker %d, want 0 (the skipped ID given back)", k.WorkerID())
 	}
 
 	// Only worker 0 in range, and its mark a day ahead: kept, with the wait, and logged.
@@ -190,21 +195,27 @@ func TestFarAheadMark(t *testing.T) {
 	}
 }
 
-// TestWallClockExpiry: Go's monotonic clock stands still while the host is suspended. With
-// the lease's clock frozen (monotonic time seen by the process) and the wall clock moved past
+// TestSuspendExpiry: Go's monotonic clock stands still while the host is suspended. With
+// the lease's clock frozen (monotonic time seen by the process) and the boot clock moved past
 // the lease's validity (the suspension), Expiry lies in the past and the generator refuses.
-func TestWallClockExpiry(t *testing.T) {
+func TestSuspendExpiry(t *testing.T) {
 	ctx := context.Background()
 	st := openSQLite(t)
 	mono := clocktest.New(time.Now())
-	var (
-		mu   sync.Mutex
-		wall = time.Now().Round(0)
-	)
 	o := with(fast, "sleeper")
 	o.Clock = mono
-	o.WallClock = func() time.Time { mu.Lock(); defer mu.Unlock(); return wall }
 	l := start(t, st, o)
+	// A fresh row has no history: the claim serves TTL + Margin later on both clocks, and
+	// the next renewal (real timers, sent at the fake time) moves the deadline past it.
+	mono.Add(fast.TTL + fast.Margin)
+	if err := l.WaitNoHistory(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); l.Ready() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Ready() = %v 10 s after the no-history wait", l.Ready())
+		}
+	}
 	g, err := snowflake.New(ctx, snowflake.Settings{Source: l, Clock: mono})
 	if err != nil {
 		t.Fatal(err)
@@ -212,9 +223,7 @@ func TestWallClockExpiry(t *testing.T) {
 	if _, err := g.Next(ctx); err != nil {
 		t.Fatalf("Next() before the suspension = %v", err)
 	}
-	mu.Lock()
-	wall = wall.Add(fast.TTL) // suspended for a TTL: the database has freed the worker ID
-	mu.Unlock()
+	mono.Suspend(fast.TTL) // suspended for a TTL: the database has freed the worker ID
 	if exp := l.Expiry(); !exp.Before(mono.Now()) {
 		t.Errorf("Expiry() after a suspension past the TTL = %v, want the past (monotonic now %v)", exp, mono.Now())
 	}

@@ -3,9 +3,11 @@ package sqllease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/lease"
 )
 
 // The rest of snowflake.Source: what the status page, /readyz and /metrics read.
@@ -13,31 +15,28 @@ import (
 // Name returns "sql".
 func (l *Lease) Name() string { return "sql" }
 
-// Ready returns nil while the lease backs new IDs: an error once it is lost (for good: the
-// process must claim a new lease) or while its local expiry has passed (renewals failing, or
-// closed); the generator refuses in both cases. It reads the Lease's clock.
+// Ready returns nil while the lease backs new IDs; otherwise why not: lost (for good: the
+// error wraps lease.ErrLeaseLost; a new claim is needed), a claim without history still held
+// back, or the local expiry passed (renewals failing, or closed); the generator refuses in
+// each case. It reads the Lease's clock.
 func (l *Lease) Ready() error {
-	select {
-	case <-l.lost:
-		return errors.New("worker ID lease lost: restart leaf-server to claim a new one")
-	default:
-	}
-	if !l.clock.Now().Before(l.Expiry()) {
-		return errors.New("worker ID lease may have expired (renewals failing): no snowflake IDs until one succeeds")
+	err := l.s.Ready()
+	switch {
+	case errors.Is(err, lease.ErrStopped):
+		return fmt.Errorf("sql worker ID %d: %w", l.workerID, ErrClosed)
+	case err != nil:
+		return fmt.Errorf("sql worker ID %d: %w", l.workerID, err)
 	}
 	return nil
 }
 
 // LastHeartbeat returns the local instant before the last successful claim or renewal was
 // sent (State().LastRenewal).
-func (l *Lease) LastHeartbeat() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lastRenewal
-}
+func (l *Lease) LastHeartbeat() time.Time { return l.s.Stats().LastRenewal }
 
 // Details returns State() as the sourceState object of GET /api/v1/snowflake/status shows it:
-// workerId, generation, owner, ttlMs, renewMs, marginMs, expires, lastRenewal, dbExpires,
+// workerId, generation, owner, ttlMs, renewMs, marginMs, expires, heldUntil (a claim without
+// history held back until then), lastRenewal, dbExpires,
 // highWater (instants in RFC 3339, UTC, "" for none), renewals, renewFailures,
 // consecutiveFailures, lastError, lost and closed.
 func (l *Lease) Details() any {
@@ -45,7 +44,7 @@ func (l *Lease) Details() any {
 	return map[string]any{
 		"workerId": s.WorkerID, "generation": s.Generation, "owner": s.Owner,
 		"ttlMs": s.TTL.Milliseconds(), "renewMs": s.Renew.Milliseconds(), "marginMs": s.Margin.Milliseconds(),
-		"expires": rfc3339(s.Expires), "lastRenewal": rfc3339(s.LastRenewal), "dbExpires": rfc3339(s.DBExpires),
+		"expires": rfc3339(s.Expires), "heldUntil": rfc3339(s.HeldUntil), "lastRenewal": rfc3339(s.LastRenewal), "dbExpires": rfc3339(s.DBExpires),
 		"highWater": rfc3339(s.HighWater), "renewals": s.Renewals, "renewFailures": s.RenewFailures,
 		"consecutiveFailures": s.ConsecutiveFailures, "lastError": s.LastError, "lost": s.Lost, "closed": s.Closed,
 	}
@@ -75,8 +74,11 @@ func (l *Lease) StoreFinal(_ context.Context, mark time.Time) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.isLost {
-		return ErrLost
+	switch {
+	case l.s.Err() != nil:
+		return l.s.Err()
+	case l.closed:
+		return ErrClosed
 	}
 	l.finalMark = ms
 	return nil

@@ -3,7 +3,7 @@
 // the small Store interface that store/postgres, store/mysql and store/sqlite implement. It
 // imports no driver. Its Lease is a snowflake.Source.
 //
-// Start claims the lowest free worker ID of its range; the claim bumps the row's generation,
+// Claim claims the lowest free worker ID of its range; the claim bumps the row's generation,
 // the fencing token, and its UPDATE re-checks that the row is still expired with the
 // generation it read, so concurrent claimers get different IDs even where the database's
 // SKIP LOCKED does not lock (TiDB). A goroutine owned by the Lease renews it every Renew (3 s)
@@ -29,36 +29,46 @@
 //     mark and issues nothing below it. So even a paused old holder and a new holder with a
 //     skewed clock cannot produce the same ID.
 //
-// A renewal that finds another generation in the row means the lease was lost: the Lease
-// never renews again, Expiry stays in the past and Lost() is closed. The process must start a
-// new Lease (and a new Generator with its worker ID) to issue snowflake IDs again.
+// Both rules are the shared lease policy of package lease (snowflake/lease): the Lease's
+// lease.Session holds the expiry, the renewal loop and the loss; this package keeps only the
+// database's calls. A claim that finds no history (the row's first generation, no mark: a
+// fresh table, or one emptied by a restore or a mistaken DELETE) is held back for TTL +
+// Margin before it serves, so that a holder whose row vanished has stopped by then.
+//
+// A renewal that finds another generation, no row, or another claim's owner in the row (the
+// table was emptied and the worker ID claimed again with a generation equal to this one) means
+// the lease was lost: the Lease never renews again, Expiry stays in the past and Lost() is
+// closed; errors wrap lease.ErrLeaseLost. The process claims a new Lease (and a new Generator
+// with its worker ID) to issue snowflake IDs again; leaf-server does so by itself.
 package sqllease
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/lease"
 	"github.com/leaf-go/leaf/store"
 )
 
-// Defaults used by Start for zero Options fields (docs/contract.md §3.6: TTL 10 s, renew every
-// 3 s).
+// Defaults used by Claim for zero Options fields (docs/contract.md §3.6: TTL 10 s, renew every
+// 3 s): those of package lease.
 const (
 	// DefaultTTL is the lease time granted by each claim and renewal, in database time.
-	DefaultTTL = 10 * time.Second
+	DefaultTTL = lease.DefaultTTL
 	// DefaultRenew is the interval between renewals.
-	DefaultRenew = 3 * time.Second
+	DefaultRenew = lease.DefaultRenew
 	// DefaultMargin is how much earlier than the database the Lease gives up the worker ID:
 	// it covers clock-rate differences and the time a pause takes to be noticed.
-	DefaultMargin = 2 * time.Second
+	DefaultMargin = lease.DefaultMargin
 	// DefaultClaimSlack is what Options.ClaimWait adds to TTL by default: a start that finds
 	// every worker ID of its range leased waits TTL + 2 s, long enough for the lease of a
 	// holder that crashed just before to run out (as the etcd source waits).
@@ -70,12 +80,13 @@ const (
 )
 
 var (
-	// ErrOptions is returned by Start for Options outside their documented ranges.
+	// ErrOptions is returned by Claim for Options outside their documented ranges.
 	ErrOptions = errors.New("sqllease: invalid options")
-	// ErrLost is returned by Store (snowflake.HighWater) once a renewal found that the worker
-	// ID has another generation in the database (the error then also matches
-	// store.ErrLeaseLost). It is final: the Lease never renews again; start a new one.
-	ErrLost = errors.New("sqllease: worker ID lease lost to another node; start a new lease")
+	// ErrLost is returned (wrapped) by Store (snowflake.HighWater) once a renewal found that
+	// the worker ID has another generation or owner in the database, or no row (the error then
+	// also matches store.ErrLeaseLost when the store said so). It wraps lease.ErrLeaseLost. It
+	// is final: the Lease never renews again; claim a new one.
+	ErrLost = fmt.Errorf("sqllease: %w to another node or deleted; claim a new lease", lease.ErrLeaseLost)
 	// ErrClosed is returned by Store (snowflake.HighWater) after Close.
 	ErrClosed = errors.New("sqllease: lease closed")
 )
@@ -100,23 +111,17 @@ type Store interface {
 	LiveHolders(ctx context.Context) ([]store.Holder, time.Time, error)
 }
 
-// Clock is the local time source. Pass the same clock as snowflake.Settings.Clock: the
-// generator compares its Now with Expiry. With snowflake.SystemClock, the times carry Go's
-// monotonic reading, so Expiry is immune to wall-clock steps. The renewal schedule uses real
-// timers whatever the Clock.
-type Clock interface {
-	Now() time.Time
-}
-
 // Range is an inclusive range of worker IDs, Min..Max.
 type Range struct {
 	Min, Max int64
 }
 
-// Options configure Start. The zero value means the defaults.
+// Options configure Claim. The zero value means the defaults.
 type Options struct {
 	// Owner is written into the row's owner column for operators (e.g. "host:port"), at most
-	// 255 bytes; it plays no part in fencing. "" means "<hostname>:<pid>".
+	// 240 bytes, followed by " claim <8 hex digits>", random per claim: a renewal that finds
+	// another claim's owner in the row has lost the lease (the table was emptied and the
+	// worker ID claimed again, restarting its generation). "" means "<hostname>:<pid>".
 	Owner string
 	// TTL is the lease time each claim and renewal grants, measured by the database,
 	// store.MinLeaseTTL..store.MaxLeaseTTL; 0 means DefaultTTL. A crashed holder's worker ID
@@ -157,13 +162,11 @@ type Options struct {
 	// worker ID out for that day). 0 means DefaultMaxMarkAhead; negative means never skip.
 	// When no other worker ID is free, Start keeps the one with the lowest mark.
 	MaxMarkAhead time.Duration
-	// Clock is the local clock; nil means snowflake.SystemClock{}.
-	Clock Clock
-	// WallClock reads the wall clock that Expiry checks besides Clock: Go's monotonic
-	// clock (what Clock's readings compare by) stops while the host is suspended, the wall
-	// clock does not, so a lease that lapsed during a suspension is seen as lapsed at
-	// resume. nil means Clock's readings stripped of their monotonic part.
-	WallClock func() time.Time
+	// Clock is the local clock (pass the generator's, see lease.WithBoot): Expiry ends on
+	// its readings, their wall clock and its boot clock, whichever ends first, so a lease
+	// that lapsed while the host was suspended is seen as lapsed at resume. nil means
+	// lease.SystemClock{}.
+	Clock lease.Clock
 	// Logger receives claim, renewal failure, loss and release events; nil discards them.
 	Logger *slog.Logger
 }
@@ -172,120 +175,100 @@ type Options struct {
 // It is the "sql" snowflake.Source (and so a snowflake.Lease and a snowflake.HighWater): pass
 // it as snowflake.Settings.Source. Safe for concurrent use.
 type Lease struct {
-	st         Store
-	owner      string
+	st    Store
+	owner string // Options.Owner
+	// rowOwner is what the claim wrote into the owner column: owner + " claim <nonce>".
+	rowOwner   string
 	ttl        time.Duration
-	renew      time.Duration
-	margin     time.Duration
-	clock      Clock
-	wall       func() time.Time
+	clock      lease.Clock
 	log        *slog.Logger
 	workerID   int64
 	generation int64
 	// floorMillis is the row's high_water_ms at claim, Unix ms.
 	floorMillis int64
+	// s is the lease policy: expiry, renewals, loss.
+	s *lease.Session
 
-	// expiry is what Expiry returns; it points at the zero time once lost or closed (Expiry
-	// then returns expiredAt).
-	expiry atomic.Pointer[time.Time]
-	// wallExpiry is expiry's wall-clock twin (no monotonic reading), Unix ns: Expiry also
-	// fails once the wall clock has passed it.
-	wallExpiry atomic.Int64
-	// lost is closed when a renewal found another generation.
-	lost     chan struct{}
-	lostOnce sync.Once
-
-	cancel    context.CancelFunc
-	done      chan struct{} // closed when the renewal goroutine has returned
 	closeOnce sync.Once
 	closeErr  error
-
-	// callMu serialises the calls on the row (renewals from the goroutine and from Store,
-	// the release in Close) so that expiry only moves forward and nothing renews after a
-	// loss or a release. It is held across database calls; mu is not.
-	callMu sync.Mutex
 
 	mu sync.Mutex // guards the fields below
 	// markMillis is the highest high-water mark the row is known to hold, Unix ms.
 	markMillis int64
-	// lastRenewal is the local instant before the last successful claim or renewal was sent.
-	lastRenewal time.Time
-	// dbExpires is the row's expires_at after it, database clock.
+	// wantMillis is the highest mark Store asked for, Unix ms: the next renewal writes it.
+	wantMillis int64
+	// dbExpires is the row's expires_at after the last claim or renewal, database clock.
 	dbExpires time.Time
-	// renewals, failures and consecutive count successful renewals, failed ones, and failed
-	// ones since the last success.
-	renewals, failures, consecutive int64
-	// lastErr is the last renewal failure.
-	lastErr error
-	// isLost and closed mirror the lost channel and Close.
-	isLost, closed bool
+	// closed mirrors Close.
+	closed bool
 	// finalMark is the mark StoreFinal gave (Unix ms; 0: none), written by Close's release.
 	finalMark int64
 }
 
 var _ snowflake.Source = (*Lease)(nil)
 
-// expiredAt is what Expiry returns once the lease is lost or closed: an instant long past, and
-// not the zero time, which means "never expires" to snowflake.Lease.
-var expiredAt = time.Unix(0, 0).UTC()
-
-// Start claims the lowest free worker ID of opts.Workers (or of opts.Layout) in st and starts
+// Claim claims the lowest free worker ID of opts.Workers (or of opts.Layout) in st and starts
 // renewing it. First, with opts.MaxPeerClockSkew set, it checks the local clock against the
 // live holders' (see Options.MaxPeerClockSkew). A claimed worker ID whose stored high-water
 // mark lies more than opts.MaxMarkAhead ahead of the clock is given back for another free
-// one (logged). With every worker ID of the range leased, Start retries for up to
+// one (logged). With every worker ID of the range leased, Claim retries for up to
 // opts.ClaimWait (TTL + 2 s by default: a crashed holder's lease runs out within TTL) and
-// logs once that it waits. ctx bounds the claim only; the renewals run until Close. Errors:
-// ErrOptions, snowflake.ErrPeerClockSkew, or the claim's error (store.ErrNoFreeWorker after
-// ClaimWait, naming the holders with their expiry; a driver error).
-func Start(ctx context.Context, st Store, opts Options) (*Lease, error) {
+// logs once that it waits. A claim that finds no history (the row's first generation and no
+// mark) returns at once but serves only TTL + Margin later (lease.Config.NoHistory; Ready
+// says so meanwhile, WaitNoHistory waits for it). ctx bounds the claim only; the renewals run
+// until Close. Errors: ErrOptions, snowflake.ErrPeerClockSkew, or the claim's error
+// (store.ErrNoFreeWorker after ClaimWait, naming the holders with their expiry; a driver
+// error).
+func Claim(ctx context.Context, st Store, opts Options) (*Lease, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
 	if err := checkPeers(ctx, st, opts); err != nil {
 		return nil, err
 	}
-	sent, cl, err := claim(ctx, st, opts)
+	rowOwner := opts.Owner + " claim " + nonce()
+	claimOpts := opts
+	claimOpts.Owner = rowOwner
+	sent, cl, err := claim(ctx, st, claimOpts)
 	if err != nil {
 		return nil, err
 	}
-	loopCtx, cancel := context.WithCancel(context.Background())
 	l := &Lease{
 		st:          st,
 		owner:       opts.Owner,
+		rowOwner:    rowOwner,
 		ttl:         opts.TTL,
-		renew:       opts.Renew,
-		margin:      opts.Margin,
 		clock:       opts.Clock,
-		wall:        opts.WallClock,
 		log:         opts.Logger.With("worker_id", cl.WorkerID, "generation", cl.Generation),
 		workerID:    cl.WorkerID,
 		generation:  cl.Generation,
 		floorMillis: cl.HighWaterMillis,
-		lost:        make(chan struct{}),
-		cancel:      cancel,
-		done:        make(chan struct{}),
 		markMillis:  cl.HighWaterMillis,
-		lastRenewal: sent,
 		dbExpires:   cl.ExpiresAt,
 	}
-	l.extend(sent)
-	l.log.Info("claimed snowflake worker ID", "owner", l.owner, "ttl", l.ttl,
+	noHistory := cl.Generation <= 1 && cl.HighWaterMillis <= 0
+	l.s, err = lease.Start(lease.Config{
+		Policy:    lease.Policy{TTL: opts.TTL, Renew: opts.Renew, Margin: opts.Margin},
+		Clock:     opts.Clock,
+		Renew:     l.renewRow,
+		NoHistory: noHistory,
+		Logger:    l.log,
+	}, sent, opts.TTL)
+	if err != nil {
+		_ = st.ReleaseWorker(context.WithoutCancel(ctx), cl.WorkerID, cl.Generation, 0)
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	l.log.Info("claimed snowflake worker ID", "owner", rowOwner, "ttl", l.ttl,
 		"range", fmt.Sprintf("%d..%d", opts.Workers.Min, opts.Workers.Max),
-		"db_expires", cl.ExpiresAt, "high_water_ms", cl.HighWaterMillis)
-	go l.run(loopCtx)
+		"db_expires", cl.ExpiresAt, "high_water_ms", cl.HighWaterMillis, "no_history", noHistory)
 	return l, nil
 }
 
-// extend moves the local expiry to sent + TTL - Margin (on Clock, and on the wall clock from
-// sent's wall reading) unless it is already later. Called with callMu held, or before run.
-func (l *Lease) extend(sent time.Time) {
-	exp := sent.Add(l.ttl - l.margin)
-	if cur := l.expiry.Load(); cur != nil && !exp.After(*cur) {
-		return
-	}
-	l.wallExpiry.Store(sent.Round(0).Add(l.ttl - l.margin).UnixNano())
-	l.expiry.Store(&exp)
+// nonce returns 8 random hex digits.
+func nonce() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // fill applies the defaults and validates.
@@ -294,8 +277,8 @@ func (o *Options) fill() error {
 		host, _ := os.Hostname()
 		o.Owner = host + ":" + strconv.Itoa(os.Getpid())
 	}
-	if len(o.Owner) > 255 {
-		return fmt.Errorf("%w: owner is %d bytes, at most 255", ErrOptions, len(o.Owner))
+	if len(o.Owner) > 240 {
+		return fmt.Errorf("%w: owner is %d bytes, at most 240", ErrOptions, len(o.Owner))
 	}
 	if o.TTL == 0 {
 		o.TTL = DefaultTTL
@@ -307,11 +290,7 @@ func (o *Options) fill() error {
 		o.Margin = DefaultMargin
 	}
 	if o.Clock == nil {
-		o.Clock = snowflake.SystemClock{}
-	}
-	if o.WallClock == nil {
-		clock := o.Clock
-		o.WallClock = func() time.Time { return clock.Now().Round(0) }
+		o.Clock = lease.SystemClock{}
 	}
 	if o.MaxMarkAhead == 0 {
 		o.MaxMarkAhead = DefaultMaxMarkAhead
@@ -328,11 +307,9 @@ func (o *Options) fill() error {
 	switch {
 	case o.TTL < store.MinLeaseTTL || o.TTL > store.MaxLeaseTTL:
 		return fmt.Errorf("%w: TTL %v not in [%v, %v]", ErrOptions, o.TTL, store.MinLeaseTTL, store.MaxLeaseTTL)
-	case o.Margin <= 0 || o.Margin >= o.TTL:
-		return fmt.Errorf("%w: margin %v not in (0, TTL %v)", ErrOptions, o.Margin, o.TTL)
-	case o.Renew <= 0 || o.Renew >= o.TTL-o.Margin:
-		return fmt.Errorf("%w: renew interval %v not in (0, TTL - margin = %v): the lease would lapse between renewals",
-			ErrOptions, o.Renew, o.TTL-o.Margin)
+	}
+	if err := (lease.Policy{TTL: o.TTL, Renew: o.Renew, Margin: o.Margin}).Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	if err := o.Layout.Validate(o.Clock.Now()); err != nil {
 		return fmt.Errorf("%w: %w", ErrOptions, err)
@@ -368,27 +345,24 @@ func (l *Lease) Generation() int64 { return l.generation }
 
 // Expiry implements snowflake.Lease: the local instant from which the worker ID may belong to
 // another node, lastRenewal + TTL - Margin, where lastRenewal is the local clock read before
-// the last successful claim or renewal was sent. Once the lease is lost or closed it returns
-// 1970-01-01T00:00:00Z (long past). One atomic load; the generator calls it on every Next.
-//
-// It also reads the wall clock (Options.WallClock): once that has passed the wall-clock twin
-// of the expiry, Expiry returns 1970 too, until the next successful renewal. Go's monotonic
-// clock does not advance while the host is suspended, so without this a holder resumed after
-// its lease lapsed in the database would go on issuing; a wall clock stepped forward past the
-// expiry stops the generator until the next renewal, which is safe.
-func (l *Lease) Expiry() time.Time {
-	exp := *l.expiry.Load()
-	if exp.IsZero() || l.wall().UnixNano() >= l.wallExpiry.Load() {
-		return expiredAt
-	}
-	return exp
-}
+// the last successful claim or renewal was sent; ended earlier by the wall or boot clock
+// after a suspend (lease.Deadline). Once the lease is lost or closed, and while a claim
+// without history is held back, it returns lease.Expired (1970, long past). No I/O; the
+// generator calls it on every Next.
+func (l *Lease) Expiry() time.Time { return l.s.Expiry() }
 
 // Lost returns a channel that is closed when a renewal finds the worker ID held by another
-// generation. The Lease is then dead for good: Expiry stays in the past and the generator
-// refuses; the caller should log, report not-ready, and start a new Lease and Generator (or
-// exit and let the supervisor restart the process).
-func (l *Lease) Lost() <-chan struct{} { return l.lost }
+// claim or gone. The Lease is then dead for good: Expiry stays in the past and the generator
+// refuses; the caller should log, report not-ready, and claim a new Lease and Generator
+// (leaf-server's supervisor does).
+func (l *Lease) Lost() <-chan struct{} { return l.s.Lost() }
+
+// Err returns the loss (wrapping ErrLost and lease.ErrLeaseLost), nil while held.
+func (l *Lease) Err() error { return l.s.Err() }
+
+// WaitNoHistory waits until a claim without history may serve (at once for one with
+// history): see lease.Session.WaitNoHistory.
+func (l *Lease) WaitNoHistory(ctx context.Context) error { return l.s.WaitNoHistory(ctx) }
 
 // Load implements snowflake.HighWater: the row's high_water_ms when the worker ID was claimed,
 // the zero time if none was ever stored. Earlier holders of the worker ID issued nothing at
@@ -402,123 +376,76 @@ func (l *Lease) Load(ctx context.Context) (time.Time, error) {
 
 // Store implements snowflake.HighWater: it persists mark (Unix ms) in the row at once, with a
 // renewal fenced by the generation (which also extends the lease), and returns nil only once
-// the database has it. A mark at or below the row's is a no-op. Errors: ErrLost (final),
-// ErrClosed, or the renewal's error (the generator then issues nothing past its previous
-// mark).
+// the database has it. A mark at or below the row's is a no-op. Errors: ErrLost (wrapped;
+// final), ErrClosed, or the renewal's error (the generator then issues nothing past its
+// previous mark).
 func (l *Lease) Store(ctx context.Context, mark time.Time) error {
 	ms := mark.UnixMilli()
 	l.mu.Lock()
-	stored := l.markMillis
-	l.mu.Unlock()
-	if ms <= stored {
-		return nil
-	}
-	return l.renewOnce(ctx, ms)
-}
-
-// renewOnce renews the lease, raising the row's mark to at least markMillis.
-func (l *Lease) renewOnce(ctx context.Context, markMillis int64) error {
-	l.callMu.Lock()
-	defer l.callMu.Unlock()
-	l.mu.Lock()
-	lost, closed := l.isLost, l.closed
-	markMillis = max(markMillis, l.markMillis)
+	stored, closed := l.markMillis, l.closed
+	l.wantMillis = max(l.wantMillis, ms)
 	l.mu.Unlock()
 	switch {
-	case lost:
-		return ErrLost
 	case closed:
 		return ErrClosed
+	case ms <= stored:
+		return nil
 	}
-	sent := l.clock.Now()
-	got, err := l.st.RenewWorker(ctx, l.workerID, l.generation, l.ttl, markMillis, clockMillis(sent))
-	if errors.Is(err, store.ErrLeaseLost) {
-		l.markLost(err)
-		return fmt.Errorf("%w: %w", ErrLost, err)
+	err := l.s.RenewNow(ctx)
+	switch {
+	case errors.Is(err, lease.ErrStopped):
+		return ErrClosed
+	case err != nil:
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err != nil {
-		l.failures++
-		l.consecutive++
-		l.lastErr = err
-		return fmt.Errorf("sqllease: renew worker ID %d: %w", l.workerID, err)
+	if l.markMillis < ms {
+		return fmt.Errorf("sqllease: worker ID %d: the row holds mark %d ms, not %d", l.workerID, l.markMillis, ms)
 	}
-	l.renewals++
-	l.consecutive = 0
-	l.lastRenewal = sent
-	l.dbExpires = got.ExpiresAt
-	l.markMillis = max(l.markMillis, got.HighWaterMillis)
-	l.extend(sent)
 	return nil
 }
 
-// markLost makes the loss final. Called with callMu held.
-func (l *Lease) markLost(err error) {
-	l.expiry.Store(&time.Time{})
+// renewRow is the lease.Session's renewal: it extends the row by TTL, raising its mark to the
+// highest Store asked for, fenced by the generation and the claim's owner.
+func (l *Lease) renewRow(ctx context.Context) (time.Duration, error) {
 	l.mu.Lock()
-	l.isLost = true
-	l.lastErr = err
+	mark := max(l.wantMillis, l.markMillis)
 	l.mu.Unlock()
-	l.lostOnce.Do(func() { close(l.lost) })
-	l.log.Error("snowflake worker ID lease lost: another node holds the worker ID now; "+
-		"no more IDs from this lease, start a new one", "err", err)
-}
-
-// run renews every Renew (Renew/2 after a failure) until ctx is cancelled or the lease is
-// lost.
-func (l *Lease) run(ctx context.Context) {
-	defer close(l.done)
-	timer := time.NewTimer(l.renew)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		began := time.Now()
-		callCtx, cancel := context.WithTimeout(ctx, l.renew)
-		err := l.renewOnce(callCtx, 0)
-		cancel()
-		interval := l.renew
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrLost), errors.Is(err, ErrClosed), ctx.Err() != nil:
-			return
-		default:
-			interval = l.renew / 2
-			st := l.State()
-			l.log.Warn("snowflake worker ID lease renewal failed",
-				"err", err, "consecutive_failures", st.ConsecutiveFailures,
-				"expires_in", st.Expires.Sub(l.clock.Now()))
-		}
-		timer.Reset(max(interval-time.Since(began), 0))
+	got, err := l.st.RenewWorker(ctx, l.workerID, l.generation, l.ttl, mark, clockMillis(l.clock.Now()))
+	switch {
+	case errors.Is(err, store.ErrLeaseLost):
+		return 0, fmt.Errorf("%w: %w", ErrLost, err)
+	case err != nil:
+		return 0, fmt.Errorf("sqllease: renew worker ID %d: %w", l.workerID, err)
+	case got.Owner != l.rowOwner:
+		// The table was emptied and the worker ID claimed again: the generation restarted at
+		// this claim's. The renewal just extended the other claim's row; it stops now.
+		return 0, fmt.Errorf("%w: worker ID %d generation %d is claimed by %q, not this claim (%q): the lease table was emptied and the ID claimed again",
+			ErrLost, l.workerID, l.generation, got.Owner, l.rowOwner)
 	}
+	l.mu.Lock()
+	l.dbExpires = got.ExpiresAt
+	l.markMillis = max(l.markMillis, got.HighWaterMillis)
+	l.mu.Unlock()
+	return l.ttl, nil
 }
 
-// Close stops the renewals, waits for the goroutine, makes Expiry the zero time (so the
-// generator refuses from now on) and releases the worker ID in the database unless the lease
-// was lost. ctx bounds the release. It returns the release's error (nil when lost); later
-// calls return the first call's result. A Generator using the Lease must not be used
-// afterwards (it would refuse anyway).
+// Close stops the renewals, waits for the goroutine, makes Expiry expired (so the generator
+// refuses from now on) and releases the worker ID in the database unless the lease was lost.
+// ctx bounds the release. It returns the release's error (nil when lost); later calls return
+// the first call's result. A Generator using the Lease must not be used afterwards (it would
+// refuse anyway).
 func (l *Lease) Close(ctx context.Context) error {
 	l.closeOnce.Do(func() {
-		l.cancel()
-		<-l.done
-		l.callMu.Lock()
-		defer l.callMu.Unlock()
-		l.expiry.Store(&time.Time{})
+		l.s.Stop()
 		l.mu.Lock()
 		l.closed = true
-		lost := l.isLost
-		l.mu.Unlock()
-		if lost {
-			return
-		}
-		l.mu.Lock()
 		final := l.finalMark
 		l.mu.Unlock()
+		if l.s.Err() != nil {
+			return
+		}
 		err := l.st.ReleaseWorker(ctx, l.workerID, l.generation, final)
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
@@ -537,12 +464,15 @@ func (l *Lease) Close(ctx context.Context) error {
 type State struct {
 	// WorkerID and Generation identify the claim (Generation is the fencing token).
 	WorkerID, Generation int64
-	// Owner is the owner string written into the row.
-	Owner string
+	// Owner is Options.Owner; the row holds it followed by " claim <nonce>" (RowOwner).
+	Owner, RowOwner string
 	// TTL, Renew and Margin are the effective options.
 	TTL, Renew, Margin time.Duration
-	// Expires is Expiry(): local clock; the zero time when lost or closed.
+	// Expires is the lease's end on the wall clock (UTC); the zero time when lost or closed.
 	Expires time.Time
+	// HeldUntil is, while a claim without history is held back, when it may serve (wall
+	// clock, UTC); the zero time otherwise.
+	HeldUntil time.Time
 	// LastRenewal is the local instant before the last successful claim or renewal was sent.
 	LastRenewal time.Time
 	// DBExpires is the row's expires_at after the last success, database clock (UTC).
@@ -563,29 +493,33 @@ type State struct {
 
 // State returns a snapshot; it never waits for the database.
 func (l *Lease) State() State {
+	ss := l.s.Stats()
+	p := l.s.Policy()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := State{
 		WorkerID:            l.workerID,
 		Generation:          l.generation,
 		Owner:               l.owner,
-		TTL:                 l.ttl,
-		Renew:               l.renew,
-		Margin:              l.margin,
-		Expires:             *l.expiry.Load(),
-		LastRenewal:         l.lastRenewal,
+		RowOwner:            l.rowOwner,
+		TTL:                 p.TTL,
+		Renew:               p.Renew,
+		Margin:              p.Margin,
+		Expires:             ss.Expires,
+		HeldUntil:           ss.HeldUntil,
+		LastRenewal:         ss.LastRenewal,
 		DBExpires:           l.dbExpires,
-		Renewals:            l.renewals,
-		RenewFailures:       l.failures,
-		ConsecutiveFailures: l.consecutive,
-		Lost:                l.isLost,
+		Renewals:            ss.Renewals,
+		RenewFailures:       ss.RenewFailures,
+		ConsecutiveFailures: ss.ConsecutiveFailures,
+		Lost:                ss.Lost != nil,
 		Closed:              l.closed,
 	}
 	if l.markMillis > 0 {
 		s.HighWater = time.UnixMilli(l.markMillis).UTC()
 	}
-	if l.lastErr != nil {
-		s.LastError = l.lastErr.Error()
+	if ss.LastError != nil {
+		s.LastError = ss.LastError.Error()
 	}
 	return s
 }

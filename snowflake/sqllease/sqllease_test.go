@@ -9,6 +9,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/lease"
 	"github.com/leaf-go/leaf/snowflake/sqllease"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/sqlite"
@@ -33,16 +34,20 @@ func openSQLite(t *testing.T) *sqlite.Store {
 
 func start(t *testing.T, st sqllease.Store, opts sqllease.Options) *sqllease.Lease {
 	t.Helper()
-	l, err := sqllease.Start(context.Background(), st, opts)
+	l, err := sqllease.Claim(context.Background(), st, opts)
 	if err != nil {
-		t.Fatalf("Start(%+v) = %v", opts, err)
+		t.Fatalf("Claim(%+v) = %v", opts, err)
 	}
 	t.Cleanup(func() { l.Close(context.Background()) })
 	return l
 }
 
+// generator builds a generator on l, once a claim without history may serve.
 func generator(t *testing.T, l *sqllease.Lease, layout snowflake.Layout) *snowflake.Generator {
 	t.Helper()
+	if err := l.WaitNoHistory(context.Background()); err != nil {
+		t.Fatalf("WaitNoHistory() = %v", err)
+	}
 	g, err := snowflake.New(context.Background(), snowflake.Settings{
 		Layout: layout, WorkerID: l.WorkerID(), Lease: l, HighWater: l, HighWaterWindow: 300 * time.Millisecond,
 	})
@@ -67,7 +72,7 @@ func TestThreeLeasesThreeWorkers(t *testing.T) {
 		}
 		seen[l.WorkerID()] = owner
 		if l.WorkerID() != int64(i) || l.Generation() != 1 {
-			t.Errorf("Start(%q) = worker %d generation %d, want worker %d generation 1", owner, l.WorkerID(), l.Generation(), i)
+			t.Errorf("Claim(%q) = worker %d generation %d, want worker %d generation 1", owner, l.WorkerID(), l.Generation(), i)
 		}
 	}
 }
@@ -78,10 +83,16 @@ func TestRenewsUntilClose(t *testing.T) {
 	l := start(t, st, with(fast, "a"))
 	after := time.Now()
 	valid := fast.TTL - fast.Margin
-	if exp := l.Expiry(); exp.Before(before.Add(valid)) || exp.After(after.Add(valid)) {
-		t.Errorf("Expiry() after Start = %v, want the claim's send time + TTL - margin (%v from %v)", exp, valid, before)
+	// A fresh table: no history, so the claim is held back TTL + Margin from its send time.
+	if exp, held := l.Expiry(), l.State().HeldUntil; !exp.Equal(lease.Expired) ||
+		held.Before(before.Add(fast.TTL+fast.Margin).Round(0)) || held.After(after.Add(fast.TTL+fast.Margin).Round(0)) {
+		t.Errorf("Expiry() after Claim = %v, HeldUntil %v; want expired until %v after the claim's send time %v",
+			exp, held, fast.TTL+fast.Margin, before)
 	}
 	g := generator(t, l, snowflake.Layout{})
+	if exp := l.Expiry(); exp.Before(time.Now()) || exp.After(time.Now().Add(valid)) {
+		t.Errorf("Expiry() after the no-history wait = %v, want within TTL - margin (%v) of now", exp, valid)
+	}
 	time.Sleep(fast.TTL + 500*time.Millisecond) // past TTL: only renewals keep it alive
 	if _, err := g.Next(context.Background()); err != nil {
 		t.Fatalf("Next() after %v of renewals = %v, want an ID", fast.TTL+500*time.Millisecond, err)
@@ -210,7 +221,7 @@ func TestNoFreeWorker(t *testing.T) {
 	o.Layout = layout
 	start(t, st, o)
 	start(t, st, o)
-	_, err := sqllease.Start(context.Background(), st, o)
+	_, err := sqllease.Claim(context.Background(), st, o)
 	if !errors.Is(err, store.ErrNoFreeWorker) {
 		t.Errorf("third Start with two worker IDs = %v, want %v", err, store.ErrNoFreeWorker)
 	}
@@ -235,12 +246,12 @@ func TestOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := sqllease.Start(context.Background(), st, tt.give)
+			l, err := sqllease.Claim(context.Background(), st, tt.give)
 			if !errors.Is(err, sqllease.ErrOptions) {
 				if l != nil {
 					l.Close(context.Background())
 				}
-				t.Errorf("Start(%+v) = %v, want %v", tt.give, err, sqllease.ErrOptions)
+				t.Errorf("Claim(%+v) = %v, want %v", tt.give, err, sqllease.ErrOptions)
 			}
 		})
 	}

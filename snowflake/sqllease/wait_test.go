@@ -62,7 +62,7 @@ func TestFullRangeWaitsThenNamesHolders(t *testing.T) {
 				Workers: live.Workers}
 			wait := store.MinLeaseTTL + sqllease.DefaultClaimSlack
 			t0 := time.Now()
-			l, err := sqllease.Start(context.Background(), st, o)
+			l, err := sqllease.Claim(context.Background(), st, o)
 			took := time.Since(t0)
 			if err == nil {
 				l.Close(context.Background())
@@ -72,7 +72,7 @@ func TestFullRangeWaitsThenNamesHolders(t *testing.T) {
 				t.Fatalf("Start with 4..6 held = %v, want %v", err, store.ErrNoFreeWorker)
 			}
 			for i, owner := range []string{"srv-a", "srv-b", "srv-c"} {
-				if want := fmt.Sprintf("worker %d by %s until ", 4+i, owner); !strings.Contains(err.Error(), want) {
+				if want := fmt.Sprintf("worker %d by %s claim ", 4+i, owner); !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not name %q", err, want)
 				}
 			}
@@ -86,7 +86,7 @@ func TestFullRangeWaitsThenNamesHolders(t *testing.T) {
 
 			// ClaimWait < 0 fails at once: one claim, no wait.
 			o.ClaimWait = -1
-			if _, err := sqllease.Start(context.Background(), st, o); !errors.Is(err, store.ErrNoFreeWorker) || !strings.Contains(err.Error(), "worker 4 by srv-a") {
+			if _, err := sqllease.Claim(context.Background(), st, o); !errors.Is(err, store.ErrNoFreeWorker) || !strings.Contains(err.Error(), "worker 4 by srv-a") {
 				t.Errorf("Start with ClaimWait < 0 = %v, want %v naming the holders", err, store.ErrNoFreeWorker)
 			}
 		})

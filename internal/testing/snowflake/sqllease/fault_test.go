@@ -182,7 +182,7 @@ func testCutConnection(t *testing.T, srv server) {
 	var b *sqllease.Lease
 	for {
 		var err error
-		b, err = sqllease.Start(ctx, direct, with(opts, "B"))
+		b, err = sqllease.Claim(ctx, direct, with(opts, "B"))
 		if err == nil {
 			break
 		}

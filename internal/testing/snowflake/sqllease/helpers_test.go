@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 
 func start(t *testing.T, st sqllease.Store, opts sqllease.Options) *sqllease.Lease {
 	t.Helper()
-	l, err := sqllease.Start(context.Background(), st, opts)
+	l, err := sqllease.Claim(context.Background(), st, opts)
 	if err != nil {
 		t.Fatalf("Start(%+v) = %v", opts, err)
 	}
