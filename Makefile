@@ -18,7 +18,7 @@ GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # How long `make fuzz` fuzzes each target: make fuzz FUZZTIME=1m.
 FUZZTIME ?= 10s
 
-.PHONY: run build release check cross test faults bench pgo lint fuzz clean tidb
+.PHONY: run build release check cross test faults bench pgo lint fuzz clean tidb k8s
 
 # run: build (below), then run leaf-server on the embedded SQLite store.
 # ARGS passes flags: make run ARGS='--listen 127.0.0.1:9090'.
@@ -102,6 +102,25 @@ bench:
 # pessimistic and optimistic modes (internal/testing/tidb/run.sh).
 tidb:
 	GO=$(GO) bash internal/testing/tidb/run.sh
+
+# k8s: not part of `make test`, and so not of CI. Builds kube-apiserver
+# (K8S_VERSION, Kubernetes v1.37.2) from the Go module proxy in a scratch
+# module outside this repository and caches it in
+# ~/.cache/leaf-go/kube-apiserver-v1.37.2 (internal/k8stest/build.sh), then
+# runs the tests that need it: the test bed itself, the manifests of
+# deploy/kubernetes applied with server-side dry-run, and the Kubernetes
+# worker-ID source with its fault tests (loopback ports 24400-24499; etcd,
+# openssl and kubectl from the machine). Why not in CI: the first build
+# alone takes about 5 minutes of both cores on an idle machine (and about
+# 1 GB of module cache), on top of CI's ~19 of its 30 minutes; the tests
+# skip without the binary, even with CI=true. A cached binary makes later
+# runs start at once.
+k8s:
+	@bin=$$(GO=$(GO) bash internal/k8stest/build.sh | tail -1) && test -x "$$bin" && \
+	echo "make k8s: $$bin" && \
+	LEAF_TEST_KUBE_APISERVER=$$bin $(GO) test -race -count=1 -timeout 20m ./internal/k8stest/ ./snowflake/k8sworker/ && \
+	cd internal/testing && LEAF_TEST_KUBE_APISERVER=$$bin $(GO) test -race -count=1 -timeout 20m \
+		-run '^(TestManifestsServerDryRun|TestKubernetesWorkerIDs)$$' ./deploy/ ./faults/
 
 # pgo: rewrite cmd/leaf-server/default.pgo, the CPU profile `go build` uses
 # for leaf-server (profile-guided optimization), from a server under load on

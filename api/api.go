@@ -68,6 +68,12 @@ type Deps struct {
 	// worker ID lease is claimed again. Nil means a slot holding Snowflake and
 	// SnowflakeSource for good (nil too when Snowflake is nil).
 	SnowflakeSlot *SnowflakeSlot
+	// WorkerRange reports what a lease source last saw of its worker ID
+	// range (see [WorkerRange]); /metrics shows it as
+	// leaf_snowflake_worker_ids_free, leaf_snowflake_worker_ids_range and
+	// leaf_snowflake_peer_clock_offset_seconds. Nil, or ok false (no scan
+	// yet), leaves those series out: a static source has no range.
+	WorkerRange func() (r WorkerRange, ok bool)
 	// Logger receives server-side failures only; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of error bodies' timestamps (Unix ms), of /readyz's

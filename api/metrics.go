@@ -31,7 +31,9 @@ func registerMetrics(d Deps, tr *tracker) *httpMetrics {
 		reg.MustRegister(newStoreRetryCollector(rc))
 	}
 	if d.SnowflakeSlot != nil {
-		reg.MustRegister(newSnowflakeCollector(d.SnowflakeSlot, d.Now))
+		c := newSnowflakeCollector(d.SnowflakeSlot, d.Now)
+		c.workerRange = d.WorkerRange
+		reg.MustRegister(c)
 	}
 	return m
 }

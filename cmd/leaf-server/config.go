@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/snowflake"
+	"github.com/leaf-go/leaf/snowflake/k8sworker"
 	"github.com/leaf-go/leaf/store/dsn"
 )
 
@@ -105,6 +107,17 @@ type Config struct {
 	// client certificate and key (mutual TLS) and the CA bundle; any of them
 	// turns TLS on.
 	EtcdCert, EtcdKey, EtcdCACert string
+	// The kubernetes worker-ID source (the API server from the pod's service
+	// account, or KUBECONFIG; the namespace from POD_NAMESPACE).
+
+	// KubernetesLeasePrefix starts the name of every worker ID's Lease
+	// (<prefix><id>); empty means <leaf-name>-worker-, the leaf name
+	// lower-cased with characters a name cannot hold as '-'.
+	KubernetesLeasePrefix string
+	// KubernetesLeaseDuration is each Lease's duration, whole seconds in
+	// [3 s, 1 h]; renewals every fifth of it, issuing stops 2 s before it.
+	// Default 15 s.
+	KubernetesLeaseDuration time.Duration
 	// WaitTimeout bounds how long a request waits for a segment load in flight
 	// before answering -3. Default 1 s.
 	WaitTimeout time.Duration
@@ -158,30 +171,32 @@ type Config struct {
 // embedded SQLite store under ./data with segment mode on.
 func DefaultConfig() Config {
 	return Config{
-		Listen:            "127.0.0.1:8080",
-		SegmentEnabled:    true,
-		SnowflakeEnabled:  true,
-		WorkerIDSource:    "static",
-		LeafName:          "com.sankuai.leaf.opensource.test",
-		MaxPeerClockSkew:  10 * time.Second,
-		EpochMillis:       snowflake.DefaultEpochMillis,
-		TimeBits:          41,
-		WorkerBits:        10,
-		SequenceBits:      12,
-		RandomStart:       true,
-		Migrate:           true,
-		DataDir:           "./data",
-		WaitTimeout:       time.Second,
-		WorkerIDMax:       -1,
-		RefreshInterval:   time.Minute,
-		MarksCompactBytes: segment.DefaultCompactBytes,
-		MetricsTopTags:    api.DefaultMetricsTopTags,
-		MetricsAllTagsMax: api.DefaultMetricsAllTagsMax,
-		ShutdownTimeout:   10 * time.Second,
-		ReturnTail:        true,
-		DemoTag:           true,
-		LogFormat:         "text",
-		LogLevel:          "info",
+		Listen:           "127.0.0.1:8080",
+		SegmentEnabled:   true,
+		SnowflakeEnabled: true,
+		WorkerIDSource:   "static",
+		LeafName:         "com.sankuai.leaf.opensource.test",
+		MaxPeerClockSkew: 10 * time.Second,
+
+		KubernetesLeaseDuration: k8sworker.DefaultLeaseDuration,
+		EpochMillis:             snowflake.DefaultEpochMillis,
+		TimeBits:                41,
+		WorkerBits:              10,
+		SequenceBits:            12,
+		RandomStart:             true,
+		Migrate:                 true,
+		DataDir:                 "./data",
+		WaitTimeout:             time.Second,
+		WorkerIDMax:             -1,
+		RefreshInterval:         time.Minute,
+		MarksCompactBytes:       segment.DefaultCompactBytes,
+		MetricsTopTags:          api.DefaultMetricsTopTags,
+		MetricsAllTagsMax:       api.DefaultMetricsAllTagsMax,
+		ShutdownTimeout:         10 * time.Second,
+		ReturnTail:              true,
+		DemoTag:                 true,
+		LogFormat:               "text",
+		LogLevel:                "info",
 	}
 }
 
@@ -248,6 +263,8 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.StringVar(&cfg.EtcdCert, "etcd-cert", cfg.EtcdCert, "client certificate PEM file for TLS to etcd (with --etcd-key)")
 	fs.StringVar(&cfg.EtcdKey, "etcd-key", cfg.EtcdKey, "client key PEM file for TLS to etcd")
 	fs.StringVar(&cfg.EtcdCACert, "etcd-cacert", cfg.EtcdCACert, "CA bundle PEM file that signed the etcd servers' certificates")
+	fs.StringVar(&cfg.KubernetesLeasePrefix, "kubernetes-lease-prefix", cfg.KubernetesLeasePrefix, "name prefix of the worker IDs' Leases for --worker-id-source kubernetes (default <leaf-name>-worker-)")
+	fs.DurationVar(&cfg.KubernetesLeaseDuration, "kubernetes-lease-duration", cfg.KubernetesLeaseDuration, "duration of each worker ID's Lease for --worker-id-source kubernetes (whole seconds, 3s..1h)")
 	fs.Int64Var(&cfg.WorkerID, "worker-id", cfg.WorkerID, "static snowflake worker ID 0..1023 (unique per live server: your responsibility)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer token for /api/v1/admin (admin API off when empty)")
 	fs.StringVar(&cfg.PprofListen, "pprof-listen", cfg.PprofListen, "serve net/http/pprof on this host:port (off when empty; keep it private)")
@@ -436,8 +453,16 @@ func (c Config) validate() error {
 			if p := c.etcdPrefix(); !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
 				errs = append(errs, fmt.Errorf("--etcd-prefix %q: want a key prefix starting with / and not ending with /", p))
 			}
+		case "kubernetes":
+			d := c.KubernetesLeaseDuration
+			if d < 3*time.Second || d > time.Hour || d%time.Second != 0 {
+				errs = append(errs, fmt.Errorf("--kubernetes-lease-duration %v: want whole seconds in [3s, 1h]", d))
+			}
+			if p := c.kubernetesLeasePrefix(); !k8sLeaseName.MatchString(p+"0") || len(p) > 230 {
+				errs = append(errs, fmt.Errorf("--kubernetes-lease-prefix %q: <prefix><worker ID> must be a Lease name: lower-case letters, digits, '-' and '.'", p))
+			}
 		default:
-			errs = append(errs, fmt.Errorf("--worker-id-source %q: want static, zookeeper, sql or etcd", c.WorkerIDSource))
+			errs = append(errs, fmt.Errorf("--worker-id-source %q: want static, zookeeper, sql, etcd or kubernetes", c.WorkerIDSource))
 		}
 		if _, _, err := c.workerRange(); err != nil {
 			errs = append(errs, err)
@@ -471,6 +496,18 @@ func (c Config) etcdPrefix() string {
 		return c.EtcdPrefix
 	}
 	return "/leaf-go/" + c.LeafName
+}
+
+// k8sLeaseName is what a Lease name (a DNS subdomain) may look like.
+var k8sLeaseName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+// kubernetesLeasePrefix is the effective Lease name prefix:
+// KubernetesLeasePrefix, or k8sworker.DefaultPrefix of the leaf name.
+func (c Config) kubernetesLeasePrefix() string {
+	if c.KubernetesLeasePrefix != "" {
+		return c.KubernetesLeasePrefix
+	}
+	return k8sworker.DefaultPrefix(c.LeafName)
 }
 
 // Layout is the snowflake bit layout of c.

@@ -39,7 +39,7 @@ func TestConfigEtcd(t *testing.T) {
 		"min above max":   {[]string{"--worker-id-source", "etcd", "--etcd-endpoints", "h:1", "--worker-id-min", "5", "--worker-id-max", "4"}, "--worker-id-min 5"},
 		"max past layout": {[]string{"--worker-id-source", "etcd", "--etcd-endpoints", "h:1", "--worker-id-max", "1024"}, "want 0 <= min <= max <= 1023"},
 		"negative skew":   {[]string{"--worker-id-source", "etcd", "--etcd-endpoints", "h:1", "--max-peer-clock-skew", "-1s"}, "--max-peer-clock-skew"},
-		"unknown source":  {[]string{"--worker-id-source", "consul"}, "want static, zookeeper, sql or etcd"},
+		"unknown source":  {[]string{"--worker-id-source", "consul"}, "want static, zookeeper, sql, etcd or kubernetes"},
 	} {
 		_, err := parseConfig(tc.args, env(nil), func(string) {})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -138,6 +138,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// err is run's result: a failed release of the worker ID is reported.
 		defer func() { err = errors.Join(err, sup.Close()) }()
 		deps.SnowflakeSlot = sup.Slot()
+		// A lease source's range on /metrics: IDs free, peers' clock offset.
+		if rw := watchWorkerRange(ctx, cfg, sup, log); rw != nil {
+			deps.WorkerRange = rw.get
+			defer rw.stop()
+		}
 	}
 
 	srv := &http.Server{

@@ -68,6 +68,9 @@ type claimed struct {
 	// lost is closed when the claim is lost for good (a lease source's Lost); nil for a
 	// source that cannot lose its claim (static).
 	lost <-chan struct{}
+	// holders lists the live holders of the claim's worker ID range (workerClaim.holders);
+	// nil for none.
+	holders liveHolders
 	// stop ends the generator's KeepAhead.
 	stop context.CancelFunc
 }
@@ -77,10 +80,11 @@ type claimed struct {
 // the background until the claim is closed.
 func claimSnowflake(ctx context.Context, cfg Config, st store.Store, clock snowflake.Clock, log *slog.Logger) (claimed, error) {
 	layout := cfg.Layout()
-	src, lost, err := claimWorkerID(ctx, cfg, st, layout, clock, log)
+	wc, err := claimWorkerID(ctx, cfg, st, layout, clock, log)
 	if err != nil {
 		return claimed{}, err
 	}
+	src := wc.src
 	// HighWaterTimeout: no snowflake request waits on the mark's store (a lease database
 	// round trip for sql) longer than --wait-timeout.
 	gen, err := snowflake.New(ctx, snowflake.Settings{Layout: layout, ZeroStart: !cfg.RandomStart, Clock: clock, Source: src,
@@ -94,7 +98,7 @@ func claimSnowflake(ctx context.Context, cfg Config, st store.Store, clock snowf
 	// rarely wait for a store, even after a quiet spell.
 	kctx, stop := context.WithCancel(ctx)
 	go gen.KeepAhead(kctx)
-	return claimed{gen: gen, src: src, lost: lost, stop: stop}, nil
+	return claimed{gen: gen, src: src, lost: wc.lost, holders: wc.holders, stop: stop}, nil
 }
 
 // close seals the generator, which stores the exact last issued millisecond where the source
@@ -226,6 +230,17 @@ func (s *snowflakeSupervisor) reclaim(ctx context.Context) (claimed, bool) {
 	}
 }
 
+// holders returns the live-holder lister of the claim in use and its worker ID; a nil lister
+// while a lost claim is being replaced, or for a source without a range.
+func (s *snowflakeSupervisor) holders() (liveHolders, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lostErr != nil {
+		return nil, 0
+	}
+	return s.cur.holders, s.cur.gen.WorkerID()
+}
+
 // reclaiming returns, while a lost claim is being replaced, why no claim serves; nil otherwise.
 func (s *snowflakeSupervisor) reclaiming() error {
 	s.mu.Lock()
@@ -301,16 +316,26 @@ func warnLayoutEnd(log *slog.Logger, l snowflake.Layout, now time.Time) {
 			snowflake.DefaultEpochMillis, snowflake.DefaultLayout().End().Format("2006-01-02")))
 }
 
-// claimWorkerID opens the worker ID source that cfg.WorkerIDSource names. lost is closed when
-// the claim is lost for good (the lease sources); nil for a source that cannot lose it so.
-func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowflake.Layout, clock snowflake.Clock, log *slog.Logger) (src snowflake.Source, lost <-chan struct{}, err error) {
+// workerClaim is a worker ID source just opened by claimWorkerID.
+type workerClaim struct {
+	src snowflake.Source
+	// lost is closed when the claim is lost for good (the lease sources); nil for a source
+	// that cannot lose it so.
+	lost <-chan struct{}
+	// holders lists the live holders of the source's worker ID range for /metrics
+	// (watchWorkerRange); nil for a source without a range (static, zookeeper).
+	holders liveHolders
+}
+
+// claimWorkerID opens the worker ID source that cfg.WorkerIDSource names.
+func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowflake.Layout, clock snowflake.Clock, log *slog.Logger) (workerClaim, error) {
 	switch cfg.WorkerIDSource {
 	case "zookeeper":
 		port := cfg.SnowflakePort
 		if port == "" {
 			_, p, err := net.SplitHostPort(cfg.Listen)
 			if err != nil {
-				return nil, nil, fmt.Errorf("--listen %q: %w", cfg.Listen, err)
+				return workerClaim{}, fmt.Errorf("--listen %q: %w", cfg.Listen, err)
 			}
 			port = p
 		}
@@ -327,13 +352,13 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 			CacheStart:       cfg.ZKCacheStart,
 		})
 		if err != nil {
-			return nil, nil, err
+			return workerClaim{}, err
 		}
-		return w, w.Lost(), nil
+		return workerClaim{src: w, lost: w.Lost()}, nil
 	case "sql":
 		ls, ok := st.(sqllease.Store)
 		if !ok {
-			return nil, nil, fmt.Errorf("--worker-id-source sql: the store %s keeps no worker leases", dsn.Redact(cfg.DSN()))
+			return workerClaim{}, fmt.Errorf("--worker-id-source sql: the store %s keeps no worker leases", dsn.Redact(cfg.DSN()))
 		}
 		owner := cfg.Listen
 		if h, err := os.Hostname(); err == nil {
@@ -341,16 +366,16 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		}
 		lo, hi, err := cfg.workerRange()
 		if err != nil {
-			return nil, nil, err
+			return workerClaim{}, err
 		}
 		lease, err := sqllease.Claim(ctx, ls, sqllease.Options{
 			Owner: owner, Layout: layout, Logger: log, Clock: leaseClock(clock),
 			Workers: &sqllease.Range{Min: lo, Max: hi}, MaxPeerClockSkew: cfg.MaxPeerClockSkew,
 		})
 		if err != nil {
-			return nil, nil, err
+			return workerClaim{}, err
 		}
-		return lease, lease.Lost(), nil
+		return workerClaim{src: lease, lost: lease.Lost(), holders: sqlLiveHolders(ls)}, nil
 	case "etcd":
 		owner := fmt.Sprintf("%s pid %d", cfg.Listen, os.Getpid())
 		if h, err := os.Hostname(); err == nil {
@@ -370,17 +395,19 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		o.Clock = leaseClock(clock)
 		w, err := etcdworker.Claim(ctx, o)
 		if err != nil {
-			return nil, nil, etcdStartError(ctx, cfg.EtcdEndpoints, err)
+			return workerClaim{}, etcdStartError(ctx, cfg.EtcdEndpoints, err)
 		}
-		return w, w.Lost(), nil
+		return workerClaim{src: w, lost: w.Lost(), holders: etcdLiveHolders(w)}, nil
+	case "kubernetes":
+		return claimKubernetes(ctx, cfg, layout, clock, log)
 	default: // static
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-			return nil, nil, err
+			return workerClaim{}, err
 		}
 		src := snowflake.NewStaticSource(cfg.WorkerID, filepath.Join(cfg.DataDir, fmt.Sprintf("snowflake-%d.highwater", cfg.WorkerID)))
 		log.Warn("static worker ID: two live servers with the same --worker-id issue duplicate IDs; keeping it unique is the operator's job",
 			"worker_id", cfg.WorkerID, "highwater_file", src.Path())
-		return src, nil, nil
+		return workerClaim{src: src}, nil
 	}
 }
 

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaf-go/leaf/snowflake/lease"
 )
@@ -106,4 +109,23 @@ func rfc3339(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// LiveWorkers lists the worker IDs of [MinWorker, MaxWorker] that have a claim key, this one's
+// included: a claim key lives only as long as its holder's etcd lease, so each has a live
+// holder. One keys-only range read; what leaf-server's /metrics counts as held.
+func (w *Worker) LiveWorkers(ctx context.Context) ([]int64, error) {
+	prefix := w.opts.Prefix + "/workers/"
+	resp, err := w.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("etcdworker: list %s: %w", prefix, err)
+	}
+	var ids []int64
+	for _, kv := range resp.Kvs {
+		id, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), prefix), 10, 64)
+		if err == nil && id >= w.opts.MinWorker && id <= w.opts.MaxWorker {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
 }
