@@ -13,7 +13,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/snowflake/lease"
@@ -23,7 +22,7 @@ import (
 // methods are safe for concurrent use.
 type Worker struct {
 	opts     Options
-	cli      kubernetes.Interface
+	cli      *Client
 	log      *slog.Logger
 	workerID int64
 	name     string
@@ -80,7 +79,7 @@ func Claim(ctx context.Context, opts Options) (*Worker, error) {
 func (w *Worker) take(ctx context.Context) (lease.Instant, error) {
 	o := &w.opts
 	rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
-	list, err := w.cli.CoordinationV1().Leases(o.Namespace).List(rctx, metav1.ListOptions{})
+	list, err := w.cli.list(rctx, o.Namespace)
 	cancel()
 	if err != nil {
 		return lease.Instant{}, fmt.Errorf("k8sworker: list leases in namespace %s: %w", o.Namespace, err)
@@ -170,9 +169,9 @@ func (w *Worker) takeOne(ctx context.Context, id int64, exists bool, prev *coord
 	var got *coordinationv1.Lease
 	var err error
 	if exists {
-		got, err = w.cli.CoordinationV1().Leases(o.Namespace).Update(rctx, l, metav1.UpdateOptions{})
+		got, err = w.cli.update(rctx, l)
 	} else {
-		got, err = w.cli.CoordinationV1().Leases(o.Namespace).Create(rctx, l, metav1.CreateOptions{})
+		got, err = w.cli.create(rctx, l)
 	}
 	if err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {

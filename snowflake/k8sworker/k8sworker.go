@@ -55,7 +55,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -106,8 +105,8 @@ var (
 
 // Options configure Claim. Zero fields take the defaults.
 type Options struct {
-	// Client talks to the API server; required ([Config] builds the usual one).
-	Client kubernetes.Interface
+	// Client talks to the API server; required ([NewClient] on [Config]'s configuration).
+	Client *Client
 	// Namespace holds the Leases; required ([Namespace] finds the pod's).
 	Namespace string
 	// Prefix starts every Lease name: <Prefix><worker ID>. Required; with the ID appended
@@ -241,19 +240,6 @@ func Config(getenv func(string) string) (*rest.Config, error) {
 		return nil, fmt.Errorf("k8sworker: no in-cluster service account and no usable kubeconfig (KUBECONFIG): %w", err)
 	}
 	return cfg, nil
-}
-
-// NewClient returns a clientset for cfg with a rate limit that renewals and high-water
-// stores never reach (20 requests/s, bursts of 40).
-func NewClient(cfg *rest.Config) (kubernetes.Interface, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 20, 40
-	cfg.UserAgent = "leaf-go"
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("k8sworker: client: %w", err)
-	}
-	return cs, nil
 }
 
 // Namespace returns the namespace for the Leases: POD_NAMESPACE (the downward API), else the

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leaf-go/leaf/internal/k8stest"
@@ -32,7 +31,7 @@ const (
 type bed struct {
 	c   *k8stest.Cluster
 	ns  string
-	cli kubernetes.Interface
+	cli *k8sworker.Client
 }
 
 func newBed(t *testing.T) *bed {
@@ -259,9 +258,9 @@ func TestOptions(t *testing.T) {
 	}
 }
 
-// fakeClient is a clientset for an address nothing listens on: TestOptions must fail before
+// fakeClient is a Client for an address nothing listens on: TestOptions must fail before
 // any request.
-func fakeClient(t *testing.T) kubernetes.Interface {
+func fakeClient(t *testing.T) *k8sworker.Client {
 	t.Helper()
 	rc, err := clientcmd.BuildConfigFromFlags("https://127.0.0.1:1", "")
 	if err != nil {

@@ -24,7 +24,7 @@ func (w *Worker) renew(ctx context.Context) (time.Duration, error) {
 	now := metav1.NewMicroTime(wall)
 	l.Spec.RenewTime = &now
 	setMark(l, mark)
-	got, err := w.cli.CoordinationV1().Leases(o.Namespace).Update(ctx, l, metav1.UpdateOptions{})
+	got, err := w.cli.update(ctx, l)
 	switch {
 	case apierrors.IsNotFound(err):
 		return 0, fmt.Errorf("%w: %w: lease %s/%s was deleted", lease.ErrLeaseLost, ErrLost, o.Namespace, w.name)
@@ -49,7 +49,7 @@ func (w *Worker) renew(ctx context.Context) (time.Duration, error) {
 // resourceVersion is adopted and the renewal counts as failed (the deadline does not move).
 func (w *Worker) conflict(ctx context.Context) error {
 	o := &w.opts
-	cur, err := w.cli.CoordinationV1().Leases(o.Namespace).Get(ctx, w.name, metav1.GetOptions{})
+	cur, err := w.cli.get(ctx, o.Namespace, w.name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("%w: %w: lease %s/%s was deleted", lease.ErrLeaseLost, ErrLost, o.Namespace, w.name)
@@ -147,7 +147,7 @@ func (w *Worker) release(ctx context.Context) error {
 	empty := ""
 	l.Spec.HolderIdentity = &empty
 	setMark(l, max(final, w.floor))
-	if _, err := w.cli.CoordinationV1().Leases(w.opts.Namespace).Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+	if _, err := w.cli.update(ctx, l); err != nil {
 		return fmt.Errorf("k8sworker: release lease %s/%s: %w", w.opts.Namespace, w.name, err)
 	}
 	w.log.Info("snowflake worker ID released", "worker_id", w.workerID, "lease", w.name)
@@ -219,7 +219,7 @@ func (w *Worker) Details() any {
 // renewed within its duration (by the renewTime it wrote), this one's included: what
 // leaf-server's /metrics counts as held.
 func (w *Worker) LiveWorkers(ctx context.Context) ([]int64, error) {
-	list, err := w.cli.CoordinationV1().Leases(w.opts.Namespace).List(ctx, metav1.ListOptions{})
+	list, err := w.cli.list(ctx, w.opts.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("k8sworker: list leases in namespace %s: %w", w.opts.Namespace, err)
 	}
