@@ -70,6 +70,11 @@ func TestKubernetesWorkerIDs(t *testing.T) {
 	if wa != 10 || wb != 11 {
 		t.Fatalf("leaf-go-0 and leaf-go-1 took worker IDs %d and %d, want their ordinals plus 10: 10 and 11", wa, wb)
 	}
+	// Fresh Leases have no mark: each claim is held back LeaseDuration + margin (17 s)
+	// before it serves. Load starts once both serve, so that the kill hits a busy holder.
+	claimWait := 2*k8sDuration + 30*time.Second
+	waitReadyz(t, a, claimWait)
+	waitReadyz(t, b, claimWait)
 	ta, stopA := load(a)
 	tb, stopB := load(b)
 
@@ -83,11 +88,16 @@ func TestKubernetesWorkerIDs(t *testing.T) {
 		t.Errorf("the replacement of the killed leaf-go-0 took its worker ID %d while that Lease still looked held", wa)
 	}
 	ta2, stopA2 := load(a2)
+	a2Ready := waitReadyz(t, a2, claimWait)
 	time.Sleep(2 * time.Second)
+	if ta.idCount() == 0 || ta2.idCount() == 0 {
+		t.Errorf("kill -9 round: the killed holder issued %d IDs and its replacement %d; want both under load", ta.idCount(), ta2.idCount())
+	}
 	r := check(t, mergeTallies(ta, tb, ta2), nil, "")
 	r.Scenario, r.Cmd, r.Recovery = "5 Kubernetes worker IDs", cmd, "n/a"
 	r.Size = "2 pods in [10, 13]; leaf-go-0 killed -9, a same-named replacement started at once"
-	r.Note = fmt.Sprintf("leaf-go-0 held %d; its replacement took %d (the killed pod's Lease was still live)", wa, wa2)
+	r.Note = fmt.Sprintf("leaf-go-0 held %d (%d IDs before the kill); its replacement took %d (the killed pod's Lease was still live), served %v after its start (a new Lease: no mark, held back 17 s)",
+		wa, ta.idCount(), wa2, a2Ready.Round(time.Millisecond))
 	report.add(t, r)
 
 	// SIGSTOP B past the lease duration; a same-named replacement takes its ID; SIGCONT B.
