@@ -608,3 +608,32 @@ func TestPrefixDeleted(t *testing.T) {
 		t.Fatalf("B lost its claim: %v", b.Err())
 	}
 }
+
+// TestLiveWorkers: LiveWorkers lists the claimed IDs of the range, the caller's included, and
+// not an ID whose holder has closed (its key is gone with its lease).
+func TestLiveWorkers(t *testing.T) {
+	c := etcdtest.Start(t)
+	o := opts(t, c)
+	o.MinWorker, o.MaxWorker = 3, 6
+	a := claimT(t, o)
+	b := claimT(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := a.LiveWorkers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprint([]int64{a.WorkerID(), b.WorkerID()}); fmt.Sprint(got) != want {
+		t.Errorf("LiveWorkers with two holders = %v, want %s", got, want)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err = a.LiveWorkers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprint([]int64{a.WorkerID()}); fmt.Sprint(got) != want {
+		t.Errorf("LiveWorkers after the second holder closed = %v, want %s", got, want)
+	}
+}
