@@ -46,22 +46,31 @@ func TestOperationsPackMetrics(t *testing.T) {
 	b := servertest.Start(t, serverBin, servertest.Options{Dir: t.TempDir(), Args: args})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// The second server's first range scan sees the first as a live peer.
-	var exposition string
+	// The second server's first range scan sees the first as a live peer. A first claim
+	// (no history) serves snowflake IDs only after TTL + margin; the exposition is read
+	// once the second server has issued one, so that its snowflake series are those of a
+	// serving generator (the high-water headroom appears with the first stored mark).
+	var (
+		exposition string
+		sfServed   bool
+	)
 	for {
 		for _, p := range []*servertest.Proc{a, b} {
 			for _, path := range []string{"/api/segment/get/leaf-segment-test", "/api/snowflake/get/x", "/api/segment/get/unknown"} {
-				_, _, _ = p.Get(ctx, path)
+				code, _, err := p.Get(ctx, path)
+				if p == b && path == "/api/snowflake/get/x" && err == nil && code == 200 {
+					sfServed = true
+				}
 			}
 		}
 		code, body, err := b.Get(ctx, "/metrics")
-		if err == nil && code == 200 && strings.Contains(body, "leaf_snowflake_peer_clock_offset_seconds ") &&
+		if err == nil && code == 200 && sfServed && strings.Contains(body, "leaf_snowflake_peer_clock_offset_seconds ") &&
 			strings.Contains(body, "leaf_segment_load_duration_seconds_bucket") {
 			exposition = body
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("/metrics of the second server never showed the peer offset and a segment load: %d %v\n%s", code, err, body)
+			t.Fatalf("/metrics of the second server never showed the peer offset and a segment load after a snowflake ID (served: %v): %d %v\n%s", sfServed, code, err, body)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
