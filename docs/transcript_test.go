@@ -23,7 +23,7 @@ import (
 // docs/*.md: a line `$ <command>` followed by the lines the command prints,
 // up to the next `$ ` line or the end of the block. Every transcript of one
 // file runs, in order, against one fresh leaf-server (its own data dir, the
-// embedded SQLite store, --admin-token $TOKEN) on a loopback port. Commands
+// embedded SQLite store, --admin-token $TOKEN, TZ=UTC) on a loopback port. Commands
 // are `curl` (the options curlOption knows) and `leafctl` (the binary built
 // from ./cmd/leafctl, run in the server's working directory, so its default
 // --dsn is the server's SQLite file). `localhost:8080` and `127.0.0.1:8080`
@@ -178,7 +178,7 @@ func TestTranscripts(t *testing.T) {
 
 func runTranscript(t *testing.T, d transcriptDoc, server, leafctl string) {
 	dir := t.TempDir()
-	env := []string{"LEAF_ADMIN_TOKEN=" + docToken}
+	env := []string{"LEAF_ADMIN_TOKEN=" + docToken, "TZ=UTC"}
 	if !d.clock.IsZero() {
 		clockFile := filepath.Join(dir, "clock-offset")
 		offset := time.Until(d.clock).Milliseconds()
@@ -215,7 +215,9 @@ var normalizers = []struct {
 	with string
 }{
 	// The time of a Leaf-style error body (Spring's "timestamp", Unix ms).
-	{regexp.MustCompile(`"timestamp":\d{13}`), `"timestamp":<ms>`},
+	{regexp.MustCompile(`^\{"timestamp":\d{13},"status":`), `{"timestamp":<ms>,"status":`},
+	// leaf_alloc's update_time as leafctl tag list prints it (same width).
+	{regexp.MustCompile(`\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`), `yyyy-mm-dd hh:mm:ss UTC`},
 }
 
 func normalize(lines []string) string {
@@ -329,7 +331,7 @@ func (c command) run(ctx context.Context, dir, leafctl string) (string, error) {
 	if c.prog == "leafctl" {
 		cmd := exec.CommandContext(ctx, leafctl, c.args...)
 		cmd.Dir = dir
-		cmd.Env = servertest.Environ()
+		cmd.Env = append(servertest.Environ(), "TZ=UTC")
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
 		if err != nil && !errors.As(err, &exit) {
