@@ -254,6 +254,6 @@ func damagedHint(path string) string {
 	return fmt.Sprintf(". The file is damaged, and starting without it would drop restore safety, so the start stops. "+
 		"Restore it from a backup of this data dir; or, if leaf_alloc has not gone back in time (no restored backup, "+
 		"no failover to a lagging replica) since this server last ran, move it aside (mv %s %s.damaged) and start "+
-		"again: the marks are rebuilt from leaf_alloc's max_id at the first tag refresh (README \"Restore runbook\")",
+		"again: the marks are rebuilt from leaf_alloc's max_id at the first tag refresh (docs/operations.md \"Restore runbook\")",
 		path, path)
 }
