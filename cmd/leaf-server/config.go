@@ -133,7 +133,7 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// ReturnTail gives the unused tail of every plain tag back on a
 	// graceful stop (SIGTERM), and lets this server take in the tails
-	// other servers gave back (segment.Config.Tails; docs/contract.md §14).
+	// other servers gave back (segment.Config.Tails; docs/contract.md §2.6 rule 9).
 	// A tail comes back only when no one allocated the tag after this
 	// server. Default true.
 	ReturnTail bool
