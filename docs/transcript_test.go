@@ -216,6 +216,13 @@ var normalizers = []struct {
 }{
 	// The time of a Leaf-style error body (Spring's "timestamp", Unix ms).
 	{regexp.MustCompile(`^\{"timestamp":\d{13},"status":`), `{"timestamp":<ms>,"status":`},
+	// leaf_alloc's update_time as the admin API answers it.
+	{regexp.MustCompile(`"updateTime":"[^"]*"`), `"updateTime":"…"`},
+	// Times of a row or tombstone written by the session, in whole seconds
+	// (ID decodes print milliseconds and are left alone).
+	{regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\b`), `yyyy-mm-ddThh:mm:ssZ`},
+	// The time and the OS user of a leafctl audit line (slog text).
+	{regexp.MustCompile(`^time=\S+ (level=.* msg="audit: .*) user=\S+ `), `time=… $1 user=… `},
 	// leaf_alloc's update_time as leafctl tag list prints it (same width).
 	{regexp.MustCompile(`\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`), `yyyy-mm-dd hh:mm:ss UTC`},
 }
