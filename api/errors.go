@@ -220,7 +220,7 @@ func (h *handler) disabled(w http.ResponseWriter, r *http.Request, mode, how str
 // writeJSON answers v as JSON with no trailing newline (Spring's Jackson
 // writes none, and Leaf clients may compare bodies) and, as Jackson, without
 // HTML escaping: ">= 1" stays ">= 1", not "\u003e= 1". The body goes with a
-// Content-Length, never chunked (README, Leaf compatibility).
+// Content-Length, never chunked (docs/compatibility.md).
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

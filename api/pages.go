@@ -180,7 +180,7 @@ const dbPageTail = `<tbody>
 
 // pageMethods are the methods /cache and /db answer; Leaf's method-less
 // mappings serve PUT, PATCH, DELETE and unknown methods too, as GET: those
-// get 405 here (README, Leaf compatibility).
+// get 405 here (docs/compatibility.md).
 const pageMethods = "GET,HEAD,POST,OPTIONS"
 
 // leafPage mounts one of Leaf's pages at pattern for GET, HEAD and POST, and

@@ -28,7 +28,7 @@ func (gf *groupFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&gf.group, "group", "", "date-grouped tag: day, month or year; its sequence restarts every period (rows <tag>:<period>)")
 	f.StringVar(&gf.timeZone, "time-zone", "UTC", "IANA time zone of the periods' midnight, e.g. Asia/Shanghai (grouped tags)")
-	f.StringVar(&gf.format, "format", "", "ID template of a grouped tag, e.g. 'ORD{yyyyMMdd}{seq:6}' (see README)")
+	f.StringVar(&gf.format, "format", "", "ID template of a grouped tag, e.g. 'ORD{yyyyMMdd}{seq:6}' (see docs/business-numbers.md)")
 	f.Int64Var(&gf.retention, "retention", 0, "periods a grouped tag keeps (the server prunes older ones); 0 keeps all")
 }
 
