@@ -238,14 +238,7 @@ func (h *handler) refuseGroupedName(w http.ResponseWriter, r *http.Request, tag 
 	if h.d.Groups == nil {
 		return false
 	}
-	gst, ok := h.d.Store.(store.GroupStore)
-	if !ok {
-		// Fail closed: a name that collides with a period row would restart its sequence.
-		h.apiError(w, r, http.StatusInternalServerError, "store_error",
-			"grouped tags are on but the store cannot list them, so a name that collides with a period row cannot be ruled out")
-		return true
-	}
-	err := segment.CheckPlainTag(r.Context(), gst, tag)
+	err := segment.CheckPlainTag(r.Context(), h.d.Store, tag)
 	switch {
 	case err == nil:
 		return false
