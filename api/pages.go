@@ -263,7 +263,9 @@ func (o *ops) dbPage(w http.ResponseWriter, r *http.Request) {
 		o.h.disabled(w, r, "segment", enableSegment)
 		return
 	}
-	rows, err := o.h.d.Store.Rows(r.Context())
+	ctx, cancel := o.h.waitCtx(r.Context())
+	defer cancel()
+	rows, err := o.h.d.Store.Rows(ctx)
 	if err != nil {
 		o.dbPageError(w, err)
 		return

@@ -19,7 +19,6 @@ import (
 	"github.com/leaf-go/leaf/snowflake/sqllease"
 	"github.com/leaf-go/leaf/snowflake/zkworker"
 	"github.com/leaf-go/leaf/store"
-	"github.com/leaf-go/leaf/store/dsn"
 )
 
 // sourceCloseTimeout bounds the release of the worker ID at shutdown (the
@@ -331,10 +330,6 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		}
 		return w, w.Lost(), nil
 	case "sql":
-		ls, ok := st.(sqllease.Store)
-		if !ok {
-			return nil, nil, fmt.Errorf("--worker-id-source sql: the store %s keeps no worker leases", dsn.Redact(cfg.DSN()))
-		}
 		owner := cfg.Listen
 		if h, err := os.Hostname(); err == nil {
 			owner = h + "/" + cfg.Listen
@@ -343,7 +338,7 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		if err != nil {
 			return nil, nil, err
 		}
-		lease, err := sqllease.Claim(ctx, ls, sqllease.Options{
+		lease, err := sqllease.Claim(ctx, st, sqllease.Options{
 			Owner: owner, Layout: layout, Logger: log, Clock: leaseClock(clock),
 			Workers: &sqllease.Range{Min: lo, Max: hi}, MaxPeerClockSkew: cfg.MaxPeerClockSkew,
 		})
