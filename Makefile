@@ -60,7 +60,7 @@ check:
 # cross: every package and command of both modules builds for macOS and
 # Windows on amd64 and arm64 (go build compiles no tests). Linux-only code
 # sits behind build tags with a fallback (snowflake/lease/boot_*.go); the
-# process helpers of the tests (internal/dbproc, internal/galera,
+# process helpers of the tests (internal/dbproctest, internal/galeratest,
 # internal/etcdtest) are unix only.
 cross:
 	@for os in darwin windows; do for arch in amd64 arm64; do \

@@ -78,10 +78,19 @@ func (h *handler) requireToken(next http.Handler) http.Handler {
 // 16 item 7).
 func (h *handler) withinWait(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), h.d.WaitTimeout)
+		ctx, cancel := h.waitCtx(r.Context())
 		defer cancel()
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// waitCtx is ctx bounded by Deps.WaitTimeout: the one time bound of every
+// route's calls on Deps.Store (the admin API through withinWait, Leaf's
+// /db page, the store ping of /readyz and /api/v1/info), so that no route
+// waits longer than --wait-timeout for a database that does not answer
+// (issue 16 item 7). The segment generator's loads have their own timeout.
+func (h *handler) waitCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, h.d.WaitTimeout)
 }
 
 // tagJSON is a leaf_alloc row on the admin API. MaxID is a string because

@@ -87,12 +87,12 @@ type Deps struct {
 	// MaxBatch is the largest ?count= of the batch routes, in IDs; zero or
 	// less means [DefaultMaxBatch] (10,000).
 	MaxBatch int
-	// ReadyTimeout bounds the store ping of /readyz; zero or less means 2 s.
+	// ReadyTimeout bounds the store ping of /readyz (within WaitTimeout);
+	// zero or less means 2 s.
 	ReadyTimeout time.Duration
-	// WaitTimeout is --wait-timeout: the time an admin API request has in
-	// all for its database work; zero or less means 1 s. (The other routes'
-	// Store calls are bounded by the Store given: leaf-server's answers
-	// within --wait-timeout.)
+	// WaitTimeout is --wait-timeout: the time a route has in all for its
+	// calls on Store (the admin API, Leaf's /db, the ping of /readyz);
+	// zero or less means 1 s.
 	WaitTimeout time.Duration
 
 	// Registerer receives leaf-go's collectors (HTTP requests, per-tag

@@ -103,7 +103,7 @@ func (h *handler) segmentBatch(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, segment.ErrTagNotFound) && h.groupDeclaredElsewhere(r, tag) && h.groupBatchGuard(w, r, tag) {
 			return
 		}
-		h.idError(w, r, segment.Code(err), errors.Is(err, segment.ErrTagNotFound), err)
+		h.idError(w, r, segment.Code(err), err)
 		return
 	}
 	ids := make([]string, 0, n)
@@ -130,7 +130,7 @@ func (h *handler) snowflakeBatch(w http.ResponseWriter, r *http.Request) {
 	for range n {
 		id, err := gen.Next(r.Context())
 		if err != nil {
-			h.idError(w, r, snowflake.Code(err), false, err)
+			h.idError(w, r, snowflake.Code(err), err)
 			return
 		}
 		ids = append(ids, string(strconv.AppendInt(buf[:0], id, 10)))

@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/leaf-go/leaf/bizno"
+	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store"
 )
@@ -220,7 +222,7 @@ func (h *handler) disabled(w http.ResponseWriter, r *http.Request, mode, how str
 // writeJSON answers v as JSON with no trailing newline (Spring's Jackson
 // writes none, and Leaf clients may compare bodies) and, as Jackson, without
 // HTML escaping: ">= 1" stays ">= 1", not "\u003e= 1". The body goes with a
-// Content-Length, never chunked (README, Leaf compatibility).
+// Content-Length, never chunked (docs/compatibility.md).
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -259,25 +261,97 @@ type apiErrorBody struct {
 	LeafCode int64 `json:"leafCode,omitempty"`
 }
 
-// idError answers a failed JSON-API ID request with an honest status: 404
-// for an unknown tag, 429 miss_lookup_limited with Retry-After when too
-// many unknown names wait for a lookup already (-5), 503 with Retry-After for
-// everything else that passes (no segment ready, clock behind), with Leaf's
-// code alongside.
-func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64, notFound bool, err error) {
-	status, code := http.StatusServiceUnavailable, "not_ready"
-	switch {
-	case notFound:
-		status, code = http.StatusNotFound, "tag_not_found"
-	case leafCode == -1:
-		code = "not_initialized"
-	case leafCode == -5:
-		status, code = http.StatusTooManyRequests, "miss_lookup_limited"
+// failure is the JSON API's answer to an error: an honest status, a
+// stable code and, for some, a hint appended to the error's text.
+type failure struct {
+	err    error // the sentinel, matched with errors.Is
+	routes routeKind
+	status int
+	code   string
+	hint   string // "" or the next step, appended to the message
+}
+
+// routeKind says which answers a failures entry is for: ID requests (a
+// store error there is a failed load, 503) or admin calls, or both.
+type routeKind uint8
+
+const (
+	idRoutes    routeKind = 1 << iota // batches, grouped tags' formatted and parse routes
+	adminRoutes                       // /api/v1/admin/…
+	allRoutes   = idRoutes | adminRoutes
+)
+
+// failures is the one map from errors to the JSON API's statuses and codes
+// (ID requests: batches, grouped tags; admin calls), checked in order; the
+// first entry for the route whose sentinel the error matches answers. An error none matches
+// gets the caller's fallback: 503 not_ready (or not_initialized for Leaf
+// code -1) for an ID request, 503 store_unavailable for an admin call. The
+// snowflake entries name the failures that Leaf's codes lump together
+// (issue 16 item 9): Leaf's -1 means "clock still behind" there, and a time
+// outside the layout or a lost lease read as not_initialized.
+var failures = []failure{
+	// The clock reads before the epoch or past the layout's end: retrying
+	// does not help; fix the clock or the layout (--epoch-ms, --time-bits).
+	{snowflake.ErrTimeRange, idRoutes, http.StatusInternalServerError, "time_outside_layout", ""},
+	// The time high-water mark could not be stored (a full disk): no ID
+	// until a store succeeds; free space where the mark is kept. Leaf -4.
+	{snowflake.ErrHighWater, idRoutes, http.StatusServiceUnavailable, "high_water_not_stored", ""},
+	// The worker ID's lease is not renewed, was lost (leaf-server then
+	// claims again by itself), or is a new claim without history still
+	// waiting out any previous holder.
+	{snowflake.ErrLeaseExpired, idRoutes, http.StatusServiceUnavailable, "lease_expired", ""},
+	// Leaf's own -1.
+	{snowflake.ErrClockBehind, idRoutes, http.StatusServiceUnavailable, "clock_behind", ""},
+
+	{segment.ErrTagNotFound, idRoutes, http.StatusNotFound, "tag_not_found", ""},
+	// -5: too many unknown names wait for a lookup already.
+	{segment.ErrMissLimited, idRoutes, http.StatusTooManyRequests, "miss_lookup_limited", ""},
+	{segment.ErrNotInitialized, idRoutes, http.StatusServiceUnavailable, "not_initialized", ""},
+
+	// Date-grouped tags (docs/contract.md §10).
+	{segment.ErrNotGrouped, allRoutes, http.StatusNotFound, "not_grouped",
+		": declare it with POST /api/v1/admin/groups or leafctl tag create --group"},
+	// This server's clock is behind a prune.
+	{segment.ErrPruned, idRoutes, http.StatusConflict, "period_pruned", ""},
+	// The period used its template's width.
+	{bizno.ErrWidth, idRoutes, http.StatusConflict, "width_exhausted", ""},
+	{segment.ErrGroupDecl, adminRoutes, http.StatusBadRequest, "bad_group", ""},
+	{segment.ErrPruneLive, adminRoutes, http.StatusConflict, "period_live", ""},
+	// A plain tag named like a grouped tag or one of its period rows.
+	{segment.ErrGroupRow, adminRoutes, http.StatusConflict, "grouped_tag_row", ""},
+
+	// The admin API's store calls.
+	{store.ErrTagNotFound, adminRoutes, http.StatusNotFound, "tag_not_found", ""},
+	{store.ErrTagExists, adminRoutes, http.StatusConflict, "tag_exists", ""},
+	{store.ErrBelowTombstone, adminRoutes, http.StatusConflict, "below_tombstone",
+		` (resend with "force": true and a "reason"; it is logged)`},
+	{store.ErrBadStep, adminRoutes, http.StatusBadRequest, "bad_row", ""},
+	{store.ErrBadRow, adminRoutes, http.StatusBadRequest, "bad_row", ""},
+	{store.ErrOverflow, adminRoutes, http.StatusBadRequest, "bad_row", ""},
+}
+
+// failureOf returns the entry of failures for routes that err matches
+// first, or fallback when none does.
+func failureOf(err error, routes routeKind, fallback failure) failure {
+	for _, f := range failures {
+		if f.routes&routes != 0 && errors.Is(err, f.err) {
+			return f
+		}
 	}
-	if st, c := snowflakeFailure(err); c != "" {
-		status, code = st, c
+	return fallback
+}
+
+// idError answers a failed JSON-API ID request (batches, grouped tags)
+// with the status and code of failures, with Leaf's code alongside; an
+// error none matches is 503 not_ready (not_initialized for Leaf's -1). A
+// 503 or 429 carries Retry-After: 1 s, or the time the clock is behind.
+func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64, err error) {
+	fallback := failure{status: http.StatusServiceUnavailable, code: "not_ready"}
+	if leafCode == -1 {
+		fallback.code = "not_initialized"
 	}
-	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+	f := failureOf(err, idRoutes, fallback)
+	if f.status == http.StatusServiceUnavailable || f.status == http.StatusTooManyRequests {
 		retry := time.Second
 		var cb *snowflake.ClockBackwardsError
 		if errors.As(err, &cb) && cb.Behind > retry {
@@ -285,28 +359,19 @@ func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
 	}
-	if status >= 500 {
+	if f.status >= 500 {
 		h.logIDFailure(r.Context(), "batch request failed", err, leafCode, slog.String("path", r.URL.Path),
 			slog.Int64("leaf_code", leafCode), slog.String("request_id", requestID(r)))
 	}
-	writeJSON(w, status, apiErrorBody{Status: status, Code: code, Message: err.Error(), Path: r.URL.Path, LeafCode: leafCode})
+	writeJSON(w, f.status, apiErrorBody{Status: f.status, Code: f.code, Message: err.Error() + f.hint, Path: r.URL.Path, LeafCode: leafCode})
 }
 
-// storeError maps store errors of admin calls to statuses.
+// storeError answers a failed admin call with the status and code of
+// failures; an error none matches is 503 store_unavailable (the database
+// did not answer, or answered an error of its own).
 func (h *handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, store.ErrTagNotFound):
-		h.apiError(w, r, http.StatusNotFound, "tag_not_found", err.Error())
-	case errors.Is(err, store.ErrTagExists):
-		h.apiError(w, r, http.StatusConflict, "tag_exists", err.Error())
-	case errors.Is(err, store.ErrBelowTombstone):
-		h.apiError(w, r, http.StatusConflict, "below_tombstone",
-			err.Error()+` (resend with "force": true and a "reason"; it is logged)`)
-	case errors.Is(err, store.ErrBadStep), errors.Is(err, store.ErrBadRow), errors.Is(err, store.ErrOverflow):
-		h.apiError(w, r, http.StatusBadRequest, "bad_row", err.Error())
-	default:
-		h.apiError(w, r, http.StatusServiceUnavailable, "store_unavailable", err.Error())
-	}
+	f := failureOf(err, adminRoutes, failure{status: http.StatusServiceUnavailable, code: "store_unavailable"})
+	h.apiError(w, r, f.status, f.code, err.Error()+f.hint)
 }
 
 // badBodyError is an admin request body refused with 400 bad_body; its text

@@ -33,7 +33,7 @@ func (h *handler) groupFormatted(w http.ResponseWriter, r *http.Request) {
 	}
 	ids, err := h.d.Groups.Next(r.Context(), tag, n, make([]string, 0, n))
 	if err != nil {
-		h.groupError(w, r, err)
+		h.idError(w, r, segment.Code(err), err)
 		return
 	}
 	writeJSON(w, http.StatusOK, batchAnswer{IDs: ids})
@@ -67,7 +67,7 @@ func (h *handler) groupParse(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := h.d.Groups.Find(r.Context(), tag)
 	if err != nil {
-		h.groupError(w, r, err)
+		h.idError(w, r, segment.Code(err), err)
 		return
 	}
 	tpl, _ := h.d.Groups.Template(tag)
@@ -82,23 +82,6 @@ func (h *handler) groupParse(w http.ResponseWriter, r *http.Request) {
 	key := grp.Key(start)
 	writeJSON(w, http.StatusOK, parseAnswer{BizTag: tag, Period: key, Row: segment.RowTag(tag, key),
 		Sequence: strconv.FormatInt(p.Seq, 10), PeriodStart: start.Format("2006-01-02T15:04:05Z07:00")})
-}
-
-// groupError answers a failed grouped-tag request: 404 not_grouped, 409
-// period_pruned (this server's clock is behind a prune), 409
-// width_exhausted (the period used its template's width), otherwise the
-// segment errors as the batch route answers them.
-func (h *handler) groupError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, segment.ErrNotGrouped):
-		h.apiError(w, r, http.StatusNotFound, "not_grouped", err.Error()+": declare it with POST /api/v1/admin/groups or leafctl tag create --group")
-	case errors.Is(err, segment.ErrPruned):
-		h.apiError(w, r, http.StatusConflict, "period_pruned", err.Error())
-	case errors.Is(err, bizno.ErrWidth):
-		h.apiError(w, r, http.StatusConflict, "width_exhausted", err.Error())
-	default:
-		h.idError(w, r, segment.Code(err), false, err)
-	}
 }
 
 // groupLeafGet serves Leaf's /api/segment/get/{key} for a grouped tag and
@@ -121,8 +104,6 @@ func (h *handler) groupLeafGet(w http.ResponseWriter, r *http.Request, key strin
 	switch {
 	case errors.Is(err, segment.ErrNotNumeric):
 		h.badRequest(w, r, "biz_tag "+strconv.Quote(key)+" is grouped and its IDs are not numbers that fit int64: use GET /api/v1/segment/"+key+"/formatted")
-	case errors.Is(err, segment.ErrPruned), errors.Is(err, bizno.ErrWidth):
-		h.leafError(w, r, -3, err)
 	case err != nil:
 		h.leafError(w, r, segment.Code(err), err)
 	default:

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -87,7 +86,7 @@ func (h *handler) groupDeclare(w http.ResponseWriter, r *http.Request) {
 	g := store.Group{BizTag: in.BizTag, Grp: in.Group, TimeZone: in.TimeZone, Format: in.Format, Step: *in.Step,
 		Retention: in.Retention, Description: in.Description}
 	if err := h.d.Groups.Declare(r.Context(), g); err != nil {
-		h.groupAdminError(w, r, err)
+		h.storeError(w, r, err)
 		return
 	}
 	h.audit(r, "group declare", g.BizTag, slog.String("group", g.Grp), slog.String("time_zone", g.TimeZone),
@@ -116,7 +115,7 @@ func (h *handler) groupUpdate(w http.ResponseWriter, r *http.Request) {
 	}
 	g, err := h.d.Groups.Find(r.Context(), tag)
 	if err != nil {
-		h.groupAdminError(w, r, err)
+		h.storeError(w, r, err)
 		return
 	}
 	set := func(dst *string, v *string) {
@@ -135,7 +134,7 @@ func (h *handler) groupUpdate(w http.ResponseWriter, r *http.Request) {
 		g.Retention = *in.Retention
 	}
 	if err := h.d.Groups.Update(r.Context(), g); err != nil {
-		h.groupAdminError(w, r, err)
+		h.storeError(w, r, err)
 		return
 	}
 	h.audit(r, "group update", tag, slog.String("time_zone", g.TimeZone), slog.Int64("step", g.Step),
@@ -161,7 +160,7 @@ func (h *handler) groupPeriods(w http.ResponseWriter, r *http.Request) {
 	}
 	ps, err := h.d.Groups.Periods(r.Context(), tag)
 	if err != nil {
-		h.groupAdminError(w, r, err)
+		h.storeError(w, r, err)
 		return
 	}
 	out := []periodJSON{}
@@ -187,13 +186,13 @@ func (h *handler) groupPrune(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := h.d.Groups.Find(r.Context(), tag); err != nil { // declared elsewhere: read it
-		h.groupAdminError(w, r, err)
+		h.storeError(w, r, err)
 		return
 	}
 	if in.Before == "" {
 		key, err := h.d.Groups.RetentionKey(tag, h.d.Now())
 		if err != nil {
-			h.groupAdminError(w, r, err)
+			h.storeError(w, r, err)
 			return
 		}
 		if key == "" {
@@ -204,7 +203,7 @@ func (h *handler) groupPrune(w http.ResponseWriter, r *http.Request) {
 	}
 	deleted, err := h.d.Groups.Prune(r.Context(), tag, in.Before)
 	if err != nil {
-		h.groupAdminError(w, r, err)
+		h.storeError(w, r, err)
 		return
 	}
 	if deleted == nil {
@@ -213,20 +212,6 @@ func (h *handler) groupPrune(w http.ResponseWriter, r *http.Request) {
 	h.audit(r, "group prune", tag, slog.String("before", in.Before), slog.Int("rows", len(deleted)))
 	writeJSON(w, http.StatusOK, map[string]any{"bizTag": tag, "before": in.Before, "deleted": deleted,
 		"at": h.d.Now().UTC().Format(time.RFC3339)})
-}
-
-// groupAdminError maps the errors of declarations.
-func (h *handler) groupAdminError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, segment.ErrNotGrouped):
-		h.apiError(w, r, http.StatusNotFound, "not_grouped", err.Error())
-	case errors.Is(err, segment.ErrGroupDecl):
-		h.apiError(w, r, http.StatusBadRequest, "bad_group", err.Error())
-	case errors.Is(err, segment.ErrPruneLive):
-		h.apiError(w, r, http.StatusConflict, "period_live", err.Error())
-	default:
-		h.storeError(w, r, err)
-	}
 }
 
 // refuseGroupedName refuses (409 grouped_tag_row) creating a plain tag named
@@ -238,21 +223,10 @@ func (h *handler) refuseGroupedName(w http.ResponseWriter, r *http.Request, tag 
 	if h.d.Groups == nil {
 		return false
 	}
-	gst, ok := h.d.Store.(store.GroupStore)
-	if !ok {
-		// Fail closed: a name that collides with a period row would restart its sequence.
-		h.apiError(w, r, http.StatusInternalServerError, "store_error",
-			"grouped tags are on but the store cannot list them, so a name that collides with a period row cannot be ruled out")
-		return true
-	}
-	err := segment.CheckPlainTag(r.Context(), gst, tag)
-	switch {
-	case err == nil:
+	err := segment.CheckPlainTag(r.Context(), h.d.Store, tag)
+	if err == nil {
 		return false
-	case errors.Is(err, segment.ErrGroupRow):
-		h.apiError(w, r, http.StatusConflict, "grouped_tag_row", err.Error())
-	default:
-		h.storeError(w, r, err)
 	}
+	h.storeError(w, r, err) // 409 grouped_tag_row (failures)
 	return true
 }

@@ -37,7 +37,7 @@ func BenchmarkFormattedBatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer gen.Close()
-	groups, err := segment.NewGroups(ctx, gen, st.(segment.GroupStore), segment.GroupConfig{
+	groups, err := segment.NewGroups(ctx, gen, st, segment.GroupConfig{
 		PeriodsPath: filepath.Join(b.TempDir(), "group-periods.json")})
 	if err != nil {
 		b.Fatal(err)
@@ -109,7 +109,7 @@ func BenchmarkLeafRouteWithGroups(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer gen.Close()
-	groups, err := segment.NewGroups(ctx, gen, st.(segment.GroupStore), segment.GroupConfig{
+	groups, err := segment.NewGroups(ctx, gen, st, segment.GroupConfig{
 		PeriodsPath: filepath.Join(b.TempDir(), "group-periods.json")})
 	if err != nil {
 		b.Fatal(err)

@@ -40,7 +40,7 @@ func groupServerStore(t *testing.T, dsnStr string, clock *clocktest.Clock) (*htt
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gen.Close() })
-	groups, err := segment.NewGroups(ctx, gen, st.(segment.GroupStore), segment.GroupConfig{
+	groups, err := segment.NewGroups(ctx, gen, st, segment.GroupConfig{
 		PeriodsPath: filepath.Join(t.TempDir(), "group-periods.json"), Clock: clock})
 	if err != nil {
 		t.Fatal(err)

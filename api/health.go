@@ -49,8 +49,10 @@ func (h *handler) readiness(ctx context.Context) (bool, map[string]string) {
 	checks := map[string]string{}
 	ready := true
 	if h.d.Segment != nil {
-		ctx, cancel := context.WithTimeout(ctx, h.d.ReadyTimeout)
+		ctx, cancel := h.waitCtx(ctx)
 		defer cancel()
+		ctx, cancelReady := context.WithTimeout(ctx, h.d.ReadyTimeout)
+		defer cancelReady()
 		if h.d.Store != nil {
 			if err := h.d.Store.Ping(ctx); err != nil {
 				checks["store"] = "unreachable: " + err.Error()

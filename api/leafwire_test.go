@@ -19,8 +19,7 @@ import (
 // the status, the headers named, and the body: exactly (Body, after
 // normalising), by regular expression (BodyMatch) or by its start
 // (BodyPrefix, where the recording kept only that). Why, on a case's Ours,
-// is the reason leaf-go deliberately answers otherwise (README, Leaf
-// compatibility).
+// is the reason leaf-go deliberately answers otherwise (docs/compatibility.md).
 type wireAnswer struct {
 	Status     int               `json:"status"`
 	Headers    map[string]string `json:"headers"`
@@ -250,7 +249,7 @@ func TestLeafPathForms(t *testing.T) {
 
 // TestLeafAnswersHaveLength: pages and JSON bodies go with a Content-Length
 // even past net/http's chunking threshold, where Tomcat chunks (a
-// deliberate difference, README).
+// deliberate difference, docs/compatibility.md).
 func TestLeafAnswersHaveLength(t *testing.T) {
 	var rows []store.Row
 	for i := range 30 {

@@ -67,14 +67,13 @@ func (f *failureLogs) limit(kind string) *logLimit {
 // failureKind names what a failed ID request ran into, for rate-limiting its
 // log lines: refusals for a clock behind share one kind on every route;
 // other failures are told apart by their Leaf code and the API's error code
-// (snowflakeFailure), so that a flood of one failure does not hide the first
+// (failures), so that a flood of one failure does not hide the first
 // line of another.
 func failureKind(err error, leafCode int64) string {
 	if cb := (*snowflake.ClockBackwardsError)(nil); errors.As(err, &cb) {
 		return "clock_behind"
 	}
-	_, code := snowflakeFailure(err)
-	return strconv.FormatInt(leafCode, 10) + "/" + code
+	return strconv.FormatInt(leafCode, 10) + "/" + failureOf(err, idRoutes, failure{}).code
 }
 
 // logIDFailure writes the warn line of a failed ID request, at most one per

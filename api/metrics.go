@@ -27,8 +27,8 @@ func registerMetrics(d Deps, tr *tracker) *httpMetrics {
 		m.segErrs = newTagErrors(tr.isServed, sel)
 		reg.MustRegister(newSegmentCollector(tr, sel, m.segErrs, d.LoadMetrics))
 	}
-	if rc, ok := d.Store.(retryCounter); ok {
-		reg.MustRegister(newStoreRetryCollector(rc))
+	if d.Store != nil {
+		reg.MustRegister(newStoreRetryCollector(d.Store))
 	}
 	if d.SnowflakeSlot != nil {
 		c := newSnowflakeCollector(d.SnowflakeSlot, d.Now)

@@ -6,9 +6,9 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// retryCounter is the optional interface of a store that re-runs
-// transactions the engine refused (store/mysql, store/postgres): retries
-// since Open per [store.RetryCauses] name.
+// retryCounter is the part of [store.Store] the collector reads: retries
+// since Open per [store.RetryCauses] name, nil for a store that never
+// re-runs (sqlite).
 type retryCounter interface {
 	RetryCounts() map[string]uint64
 }
@@ -37,7 +37,7 @@ func (c *storeRetryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.ret
 // Collect sends one snapshot of the store's RetryCounts.
 func (c *storeRetryCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := c.rc.RetryCounts()
-	if counts == nil { // a wrapper over a store that keeps none, or not open yet
+	if counts == nil { // a store that keeps none (sqlite), or not open yet
 		return
 	}
 	for _, cause := range store.RetryCauses() {

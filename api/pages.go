@@ -180,7 +180,7 @@ const dbPageTail = `<tbody>
 
 // pageMethods are the methods /cache and /db answer; Leaf's method-less
 // mappings serve PUT, PATCH, DELETE and unknown methods too, as GET: those
-// get 405 here (README, Leaf compatibility).
+// get 405 here (docs/compatibility.md).
 const pageMethods = "GET,HEAD,POST,OPTIONS"
 
 // leafPage mounts one of Leaf's pages at pattern for GET, HEAD and POST, and
@@ -263,7 +263,9 @@ func (o *ops) dbPage(w http.ResponseWriter, r *http.Request) {
 		o.h.disabled(w, r, "segment", enableSegment)
 		return
 	}
-	rows, err := o.h.d.Store.Rows(r.Context())
+	ctx, cancel := o.h.waitCtx(r.Context())
+	defer cancel()
+	rows, err := o.h.d.Store.Rows(ctx)
 	if err != nil {
 		o.dbPageError(w, err)
 		return

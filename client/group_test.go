@@ -21,7 +21,7 @@ func TestFormatted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = st.(store.GroupStore).CreateGroup(t.Context(), store.Group{BizTag: "order", Grp: "day", TimeZone: "UTC",
+	err = st.CreateGroup(t.Context(), store.Group{BizTag: "order", Grp: "day", TimeZone: "UTC",
 		Format: "ORD{yyyyMMdd}{seq:6}", Step: 100})
 	st.Close()
 	if err != nil {

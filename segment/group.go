@@ -44,10 +44,26 @@ var (
 )
 
 // GroupStore is what [Groups] needs from the database: leaf_group, and
-// leaf_alloc rows for the periods. Every store (postgres, mysql, sqlite) is
-// one.
+// leaf_alloc rows for the periods. Every [store.Store] (postgres, mysql,
+// sqlite) is one; see [store.Store] for the full contract of each method.
 type GroupStore interface {
-	store.GroupStore
+	// Groups returns every declaration, ordered by biz_tag.
+	Groups(ctx context.Context) ([]store.Group, error)
+	// FindGroups returns the declarations of the names among tags that
+	// have one (the miss lookup of grouped tags).
+	FindGroups(ctx context.Context, tags []string) ([]store.Group, error)
+	// Now reads the database's clock, the clock a prune is checked against.
+	Now(ctx context.Context) (time.Time, error)
+	// CreateGroup inserts a declaration. Errors: [store.ErrTagExists].
+	CreateGroup(ctx context.Context, g store.Group) error
+	// UpdateGroup sets time_zone, step, retention and description of a
+	// declaration. Errors: [store.ErrTagNotFound].
+	UpdateGroup(ctx context.Context, g store.Group) error
+	// RaisePrunedBefore raises pruned_before to key, never lowering it, and
+	// returns the value afterwards. Errors: [store.ErrTagNotFound].
+	RaisePrunedBefore(ctx context.Context, tag, key string) (string, error)
+	// DeleteGroup removes a declaration. Errors: [store.ErrTagNotFound].
+	DeleteGroup(ctx context.Context, tag string) error
 	// Create inserts a period row; [store.ErrTagExists] means another
 	// server (or an earlier call) created it, which is fine.
 	Create(ctx context.Context, r store.Row) error
@@ -56,6 +72,9 @@ type GroupStore interface {
 	// Delete removes a pruned period row.
 	Delete(ctx context.Context, tag string) error
 }
+
+// Every [store.Store] (postgres, mysql, sqlite) is a GroupStore.
+var _ GroupStore = store.Store(nil)
 
 // Defaults of [GroupConfig].
 const (
@@ -83,7 +102,7 @@ type GroupConfig struct {
 	// prunes by retention. Default 10 s.
 	Tick time.Duration
 	// PruneMargin is how long a period must have ended, on both this
-	// host's clock and the database's ([store.GroupStore.Now]), before a
+	// host's clock and the database's ([store.Store.Now]), before a
 	// prune may delete it ([ErrPruneLive]): a server whose clock is behind
 	// by less still finds the period it serves. Reading the database's
 	// clock too keeps a server whose own clock runs ahead from pruning

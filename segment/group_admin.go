@@ -60,7 +60,7 @@ func (gs *Groups) Update(ctx context.Context, d store.Group) error {
 
 // UpdateGroupDecl is [Groups.Update] without a server (leafctl): empty Grp
 // and Format mean unchanged.
-func UpdateGroupDecl(ctx context.Context, st store.GroupStore, d store.Group) error {
+func UpdateGroupDecl(ctx context.Context, st GroupStore, d store.Group) error {
 	list, err := st.Groups(ctx)
 	if err != nil {
 		return fmt.Errorf("segment: update %q: %w", d.BizTag, err)
@@ -298,7 +298,7 @@ func (gs *Groups) PruneRetention(ctx context.Context) {
 // tag ("order:20261201" while "order" is grouped), and a plain tag with the
 // name of a grouped tag. It reads leaf_group, so it sees declarations made
 // by other servers. Errors: [ErrGroupRow], the store's.
-func CheckPlainTag(ctx context.Context, st store.GroupStore, tag string) error {
+func CheckPlainTag(ctx context.Context, st GroupStore, tag string) error {
 	base, _, isRow := SplitRowTag(tag)
 	list, err := st.Groups(ctx)
 	if err != nil {

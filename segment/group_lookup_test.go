@@ -26,7 +26,7 @@ func TestGroupDeclaredElsewhere(t *testing.T) {
 			clock := clocktest.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 			s := startGroupServer(t, d, clock, t.TempDir())
 			ctx := context.Background()
-			st := d.Store.(segment.GroupStore)
+			st := d.Store
 
 			if _, err := s.gs.Next(ctx, "late", 1, nil); !errors.Is(err, segment.ErrNotGrouped) || !strings.Contains(err.Error(), `leaf_group has no declaration of "late"`) {
 				t.Fatalf("Next(late) before any declaration = %v, want ErrNotGrouped saying leaf_group has none", err)
@@ -88,7 +88,7 @@ func TestGroupPruneLive(t *testing.T) {
 			}
 			// The same refusal from leafctl (no server), whose clock is ahead.
 			decl, _ := right.gs.Declaration("order")
-			if _, err := segment.PruneGroup(ctx, d.Store.(segment.GroupStore), decl, tomorrow, now.Add(24*time.Hour)); !errors.Is(err, segment.ErrPruneLive) {
+			if _, err := segment.PruneGroup(ctx, d.Store, decl, tomorrow, now.Add(24*time.Hour)); !errors.Is(err, segment.ErrPruneLive) {
 				t.Fatalf("PruneGroup(before %s) with the clock a day ahead = %v, want ErrPruneLive", tomorrow, err)
 			}
 			// Yesterday's period ended long ago on every clock: pruned.

@@ -35,7 +35,7 @@ func startGroupServer(t *testing.T, d *testDB, clock *clocktest.Clock, dir strin
 	if err != nil {
 		t.Fatalf("segment.New: %v", err)
 	}
-	gs, err := segment.NewGroups(context.Background(), gen, d.Store.(segment.GroupStore), segment.GroupConfig{
+	gs, err := segment.NewGroups(context.Background(), gen, d.Store, segment.GroupConfig{
 		PeriodsPath: filepath.Join(dir, "group-periods.json"),
 		Clock:       clock,
 		Tick:        time.Hour, // the test calls Prepare itself
@@ -330,7 +330,7 @@ func TestGroupDeclareRefuses(t *testing.T) {
 			t.Errorf("Update(%+v) = %v, want ErrGroupDecl", ch, err)
 		}
 	}
-	gst := d.Store.(store.GroupStore)
+	gst := d.Store
 	for _, tt := range []struct {
 		give string
 		want bool
@@ -353,7 +353,7 @@ func TestGroupPeriodMarksFile(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"periods":{"ord":"2026120`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if gs, err := segment.NewGroups(context.Background(), gen, d.Store.(segment.GroupStore), segment.GroupConfig{PeriodsPath: bad}); err == nil {
+	if gs, err := segment.NewGroups(context.Background(), gen, d.Store, segment.GroupConfig{PeriodsPath: bad}); err == nil {
 		gs.Close()
 		t.Fatal("NewGroups with a damaged period file = nil error, want a refusal")
 	}
@@ -361,7 +361,7 @@ func TestGroupPeriodMarksFile(t *testing.T) {
 	// plain file takes its name, so every write fails.
 	sub := filepath.Join(dir, "sub")
 	clock := clocktest.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-	gs, err := segment.NewGroups(context.Background(), gen, d.Store.(segment.GroupStore), segment.GroupConfig{
+	gs, err := segment.NewGroups(context.Background(), gen, d.Store, segment.GroupConfig{
 		PeriodsPath: filepath.Join(sub, "group-periods.json"), Clock: clock, Tick: time.Hour})
 	if err != nil {
 		t.Fatal(err)

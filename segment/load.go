@@ -60,167 +60,38 @@ func (g *Generator) startLoad(b *buffer) *loadCall {
 // A tag with a mark first has its max_id checked against the mark
 // ([Store.MaxID]). [Config.OnLoad] hears of the load before its waiters are
 // woken. On failure load sets the backoff, or removes the tag when the store
-// no longer has it.
+// no longer has it. The steps: fetch (the database and the mark, no lock),
+// then under b.mu one of install, forget, refuse or fail; their log lines
+// are written after the lock is released.
 func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	// Only this load changes highMax and refusing (one load per buffer).
 	b.mu.Lock()
 	high := b.highMax
 	b.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(g.root, g.cfg.LoadTimeout)
-	t0 := time.Now()
-	var (
-		alloc     store.Allocation
-		seg       *segment
-		err       error
-		allocated bool // an Allocate succeeded: the row exists
-	)
-	if high > 1 {
-		// Read before allocating: a rewound table is noticed without
-		// burning a segment, whose size (the grown dynamic step) could carry
-		// max_id past another server's lower mark and let that server repeat
-		// this one's IDs. A fresh mark (high <= 1) has nothing to check; a
-		// refusing tag always has a mark above 1.
-		err = checkMaxID(ctx, g.st, b.tag, high)
-		if errors.Is(err, ErrRewound) {
-			// Maybe not a rewind: another server gave its tail back.
-			if h, ok := g.checkReturned(ctx, b); ok {
-				high = h
-				err = checkMaxID(ctx, g.st, b.tag, high)
-			}
-		}
-	}
-	if err == nil {
-		alloc, err = g.st.Allocate(ctx, b.tag, step)
-		if errors.Is(err, store.ErrOverflow) && step > 0 {
-			// The grown dynamic step no longer fits below int64's end;
-			// the row's own step may (the store refused without a change).
-			step = 0
-			alloc, err = g.st.Allocate(ctx, b.tag, step)
-		}
-		allocated = err == nil
-	}
-	if err == nil {
-		seg, err = checkAlloc(b.tag, alloc, step, high)
-	}
-	if err == nil {
-		err = g.storeMark(ctx, b.tag, seg.max)
-	}
-	latency := time.Since(t0)
-	cancel()
+	r := g.fetch(b, step, high)
 	now := g.clock.Now()
-	if g.cfg.OnLoad != nil && !errors.Is(err, store.ErrTagNotFound) {
+	if g.cfg.OnLoad != nil && !errors.Is(r.err, store.ErrTagNotFound) {
 		// Outside the buffer lock, before the waiters wake: a caller that
 		// saw the load fail finds it counted.
-		g.cfg.OnLoad(LoadEvent{BizTag: b.tag, Latency: latency, Err: err, Known: allocated || b.known.Load()})
+		g.cfg.OnLoad(LoadEvent{BizTag: b.tag, Latency: r.latency, Err: r.err, Known: r.allocated || b.known.Load()})
 	}
 
 	b.mu.Lock()
-	drop, missing := false, false
+	var (
+		drop, missing bool
+		logAfter      func() // a log line written once b.mu is released
+	)
 	switch {
-	case err == nil && b.removed:
-		// A refresh dropped the tag during the load: install nothing, so
-		// that a Tag handle still holding b hands out no ID of a dropped
-		// tag. The segment's IDs are skipped; its mark was stored.
-		b.setPending(false)
-		call.err = fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
-	case err == nil && b.ord.Load() != nil:
-		// The tag turned ordered during the load (ordered.go): an ordered
-		// buffer holds no segment. The waiters retry, and are served by
-		// the ordered path; the segment's IDs are skipped.
-		b.known.Store(true)
-		b.highMax = max(b.highMax, seg.max)
-		b.setPending(false)
-	case err == nil:
-		b.known.Store(true)
-		b.highMax = max(b.highMax, seg.max) // a refresh may have raised it meanwhile
-		if b.refusing {
-			b.refusing = false
-			g.log.Warn("segment: tag serves again: max_id is at or above the high-water mark",
-				"biz_tag", b.tag, "segment", fmt.Sprintf("[%d, %d)", seg.start, seg.max), "high_water", high)
-		}
-		if b.fail != nil {
-			b.fail.failures = 0
-		}
-		b.retryAt.Store(0)
-		b.lastLoad, b.lastLatency = now, latency
-		switch {
-		case first:
-			// Leaf: step = minStep = DB step; updateTimestamp untouched.
-			b.step, b.minStep = alloc.Step, alloc.DBStep
-			b.cur.Store(seg)
-			b.initOK = true
-			b.setPending(false)
-		default:
-			// pending stays true: a next segment is ready.
-			b.step, b.minStep = alloc.Step, alloc.DBStep
-			b.grown = true // updated() is now lastLoad
-			b.next = seg
-		}
-	case errors.Is(err, store.ErrTagNotFound):
-		f := b.failed()
-		f.total++
-		f.lastErr = err
-		b.remove()
+	case r.err == nil:
+		call.err = g.install(b, r, first, now)
+	case errors.Is(r.err, store.ErrTagNotFound):
 		drop, missing = true, true
-		b.setPending(false)
-		call.err = fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
-	case errors.Is(err, ErrRewound):
-		// The row exists (it allocated) and the tag must stay visible as
-		// refusing, so even a miss-lookup buffer is kept.
-		b.refusing = true
-		f := b.failed()
-		f.failures++
-		f.total++
-		f.lastErr = err
-		backoff := g.backoff(f.failures, g.cfg.RefuseRetryMax)
-		b.retryAt.Store(now.Add(backoff).UnixNano())
-		b.setPending(false)
-		call.err = fmt.Errorf("%w: %w", ErrNoSegment, err)
-		if g.root.Err() == nil {
-			attrs := []any{"biz_tag", b.tag, "high_water", high}
-			if alloc.MaxID != 0 {
-				attrs = append(attrs, "segment", fmt.Sprintf("[%d, %d)", alloc.Start(), alloc.MaxID))
-			}
-			attrs = append(attrs, "retry_in", backoff,
-				"fix", fmt.Sprintf("leafctl tag fence %s --min <highest high_water of all servers>", b.tag),
-				"err", err)
-			defer g.log.Error("segment: refusing tag: the database went back in time (restored backup or lagging replica); "+
-				"no new segment for it until max_id is fenced forward to the high-water mark", attrs...)
-		}
+		call.err = forget(b, r.err)
+	case errors.Is(r.err, ErrRewound):
+		logAfter, call.err = g.refuse(b, r, now)
 	default:
-		f := b.failed()
-		f.failures++
-		f.total++
-		f.lastErr = err
-		ceiling := g.cfg.RetryMax
-		if b.refusing {
-			ceiling = g.cfg.RefuseRetryMax
-		}
-		backoff := g.backoff(f.failures, ceiling)
-		b.retryAt.Store(now.Add(backoff).UnixNano())
-		b.setPending(false)
-		switch {
-		case first && b.probe && !b.refusing:
-			// A miss lookup that failed: do not keep an unconfirmed tag.
-			b.remove()
-			drop = true
-			if !g.ready.Load() {
-				call.err = fmt.Errorf("%w: load %q: %w", ErrNotInitialized, b.tag, err)
-			} else {
-				call.err = fmt.Errorf("%w: load %q: %w", ErrNoSegment, b.tag, err)
-			}
-		default:
-			call.err = fmt.Errorf("%w: load %q: %w", ErrNoSegment, b.tag, err)
-		}
-		if g.root.Err() == nil { // not cancelled by Close
-			level := slog.LevelWarn
-			if b.refusing || errors.Is(err, store.ErrOverflow) || errors.Is(err, errMarkNotStored) {
-				level = slog.LevelError // no ID for this tag until an operator acts
-			}
-			defer g.log.Log(context.Background(), level, "segment: load failed", "biz_tag", b.tag,
-				"first", first, "failures", f.failures, "retry_in", backoff, "refusing", b.refusing, "err", err)
-		}
+		drop, logAfter, call.err = g.fail(b, r.err, first, now)
 	}
 	if drop {
 		// Before waking the waiters, so that none of them can still
@@ -230,6 +101,205 @@ func (g *Generator) load(b *buffer, call *loadCall, first bool, step int64) {
 	b.load = nil
 	close(call.done)
 	b.mu.Unlock()
+	if logAfter != nil {
+		logAfter()
+	}
+}
+
+// loadResult is what the database work of one load (fetch) produced.
+type loadResult struct {
+	alloc store.Allocation
+	seg   *segment // nil unless err is nil
+	// high is the high-water mark the load checked against: the buffer's,
+	// or the one a tail return of another server lowered it to.
+	high      int64
+	allocated bool // an Allocate succeeded: the row exists
+	latency   time.Duration
+	err       error
+}
+
+// fetch does the database work of a load of b's tag within
+// [Config.LoadTimeout]: the max_id check of a tag with a mark high above 1
+// (checkMark), the allocation at step (allocate), the checks of the
+// segment (checkAlloc) and the durable store of its mark. It takes no lock.
+func (g *Generator) fetch(b *buffer, step, high int64) loadResult {
+	tag := b.tag
+	ctx, cancel := context.WithTimeout(g.root, g.cfg.LoadTimeout)
+	defer cancel()
+	t0 := time.Now()
+	r := loadResult{}
+	r.high, r.err = g.checkMark(ctx, b, high)
+	if r.err == nil {
+		r.alloc, step, r.err = g.allocate(ctx, tag, step)
+		r.allocated = r.err == nil
+	}
+	if r.err == nil {
+		r.seg, r.err = checkAlloc(tag, r.alloc, step, r.high)
+	}
+	if r.err == nil {
+		r.err = g.storeMark(ctx, tag, r.seg.max)
+	}
+	r.latency = time.Since(t0)
+	return r
+}
+
+// checkMark reads max_id before allocating, for a tag with a mark high
+// above 1: a rewound table is noticed without burning a segment, whose size
+// (the grown dynamic step) could carry max_id past another server's lower
+// mark and let that server repeat this one's IDs. A fresh mark (high <= 1)
+// has nothing to check; a refusing tag always has a mark above 1. A max_id
+// below the mark may be another server's tail return (checkReturned): then
+// the lowered mark is checked instead. It returns the mark checked against.
+func (g *Generator) checkMark(ctx context.Context, b *buffer, high int64) (int64, error) {
+	if high <= 1 {
+		return high, nil
+	}
+	err := checkMaxID(ctx, g.st, b.tag, high)
+	if errors.Is(err, ErrRewound) {
+		if h, ok := g.checkReturned(ctx, b); ok {
+			return h, checkMaxID(ctx, g.st, b.tag, h)
+		}
+	}
+	return high, err
+}
+
+// allocate reserves a segment of tag at step (0: the row's own step). When
+// the grown dynamic step no longer fits below int64's end
+// ([store.ErrOverflow], the store refused without a change), the row's own
+// step may: it is asked for once. It returns the step the allocation used.
+func (g *Generator) allocate(ctx context.Context, tag string, step int64) (store.Allocation, int64, error) {
+	alloc, err := g.st.Allocate(ctx, tag, step)
+	if errors.Is(err, store.ErrOverflow) && step > 0 {
+		step = 0
+		alloc, err = g.st.Allocate(ctx, tag, step)
+	}
+	return alloc, step, err
+}
+
+// install takes in the accepted segment of r: as cur for the first load,
+// as next otherwise, unless a refresh dropped the tag meanwhile (the error
+// for the waiters) or it turned ordered. b.mu must be held.
+func (g *Generator) install(b *buffer, r loadResult, first bool, now time.Time) error {
+	switch {
+	case b.removed:
+		// A refresh dropped the tag during the load: install nothing, so
+		// that a Tag handle still holding b hands out no ID of a dropped
+		// tag. The segment's IDs are skipped; its mark was stored.
+		b.setPending(false)
+		return fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
+	case b.ord.Load() != nil:
+		// The tag turned ordered during the load (ordered.go): an ordered
+		// buffer holds no segment. The waiters retry, and are served by
+		// the ordered path; the segment's IDs are skipped.
+		b.known.Store(true)
+		b.highMax = max(b.highMax, r.seg.max)
+		b.setPending(false)
+		return nil
+	}
+	b.known.Store(true)
+	b.highMax = max(b.highMax, r.seg.max) // a refresh may have raised it meanwhile
+	if b.refusing {
+		b.refusing = false
+		g.log.Warn("segment: tag serves again: max_id is at or above the high-water mark",
+			"biz_tag", b.tag, "segment", fmt.Sprintf("[%d, %d)", r.seg.start, r.seg.max), "high_water", r.high)
+	}
+	if b.fail != nil {
+		b.fail.failures = 0
+	}
+	b.retryAt.Store(0)
+	b.lastLoad, b.lastLatency = now, r.latency
+	b.step, b.minStep = r.alloc.Step, r.alloc.DBStep
+	if first {
+		// Leaf: step = minStep = DB step; updateTimestamp untouched.
+		b.cur.Store(r.seg)
+		b.initOK = true
+		b.setPending(false)
+		return nil
+	}
+	// pending stays true: a next segment is ready.
+	b.grown = true // updated() is now lastLoad
+	b.next = r.seg
+	return nil
+}
+
+// forget removes a tag whose row the store no longer has (err); the caller
+// drops it from the cache. It returns the waiters' error. b.mu must be held.
+func forget(b *buffer, err error) error {
+	f := b.failed()
+	f.total++
+	f.lastErr = err
+	b.remove()
+	b.setPending(false)
+	return fmt.Errorf("%w: %q", ErrTagNotFound, b.tag)
+}
+
+// refuse marks the tag refusing after r found the database behind the
+// high-water mark ([ErrRewound]), with the backoff of
+// [Config.RefuseRetryMax]. The row exists (it allocated) and the tag must
+// stay visible as refusing, so even a miss-lookup buffer is kept. It
+// returns the error log line (nil after Close) and the waiters' error.
+// b.mu must be held.
+func (g *Generator) refuse(b *buffer, r loadResult, now time.Time) (logAfter func(), callErr error) {
+	b.refusing = true
+	f := b.failed()
+	f.failures++
+	f.total++
+	f.lastErr = r.err
+	backoff := g.backoff(f.failures, g.cfg.RefuseRetryMax)
+	b.retryAt.Store(now.Add(backoff).UnixNano())
+	b.setPending(false)
+	callErr = fmt.Errorf("%w: %w", ErrNoSegment, r.err)
+	if g.root.Err() != nil {
+		return nil, callErr
+	}
+	attrs := []any{"biz_tag", b.tag, "high_water", r.high}
+	if r.alloc.MaxID != 0 {
+		attrs = append(attrs, "segment", fmt.Sprintf("[%d, %d)", r.alloc.Start(), r.alloc.MaxID))
+	}
+	attrs = append(attrs, "retry_in", backoff,
+		"fix", fmt.Sprintf("leafctl tag fence %s --min <highest high_water of all servers>", b.tag),
+		"err", r.err)
+	return func() {
+		g.log.Error("segment: refusing tag: the database went back in time (restored backup or lagging replica); "+
+			"no new segment for it until max_id is fenced forward to the high-water mark", attrs...)
+	}, callErr
+}
+
+// fail records a failed load (err) and its backoff: up to
+// [Config.RetryMax], or [Config.RefuseRetryMax] for a refusing tag. A
+// first load of a tag that only a miss lookup asked for is dropped (drop
+// true): an unconfirmed tag is not kept. It returns the log line (nil
+// after Close) and the waiters' error. b.mu must be held.
+func (g *Generator) fail(b *buffer, err error, first bool, now time.Time) (drop bool, logAfter func(), callErr error) {
+	f := b.failed()
+	f.failures++
+	f.total++
+	f.lastErr = err
+	ceiling := g.cfg.RetryMax
+	if b.refusing {
+		ceiling = g.cfg.RefuseRetryMax
+	}
+	backoff := g.backoff(f.failures, ceiling)
+	b.retryAt.Store(now.Add(backoff).UnixNano())
+	b.setPending(false)
+	callErr = fmt.Errorf("%w: load %q: %w", ErrNoSegment, b.tag, err)
+	if first && b.probe && !b.refusing {
+		// A miss lookup that failed: do not keep an unconfirmed tag.
+		b.remove()
+		drop = true
+		if !g.ready.Load() {
+			callErr = fmt.Errorf("%w: load %q: %w", ErrNotInitialized, b.tag, err)
+		}
+	}
+	if g.root.Err() != nil { // cancelled by Close
+		return drop, nil, callErr
+	}
+	level := slog.LevelWarn
+	if b.refusing || errors.Is(err, store.ErrOverflow) || errors.Is(err, errMarkNotStored) {
+		level = slog.LevelError // no ID for this tag until an operator acts
+	}
+	args := []any{"biz_tag", b.tag, "first", first, "failures", f.failures, "retry_in", backoff, "refusing", b.refusing, "err", err}
+	return drop, func() { g.log.Log(context.Background(), level, "segment: load failed", args...) }, callErr
 }
 
 // checkMaxID returns [ErrRewound] when the max_id of tag is below high. A

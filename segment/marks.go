@@ -22,9 +22,11 @@ import (
 // every accepted allocation, before any ID of that segment is handed out; a
 // segment that starts below the mark is refused ([ErrRewound]).
 //
-// [FileMarks] keeps them in a file of the server's data directory; without
-// [Config.Marks] the generator keeps them in memory only. Every method may be
-// called concurrently with the others.
+// [LogMarks] keeps them in an append-only log in the server's data directory
+// (leaf-server's segment-marks.log); [FileMarks] in one JSON file rewritten
+// whole, which cannot lower a mark. Without [Config.Marks] the generator keeps
+// them in memory only. Every method may be called concurrently with the
+// others.
 type Marks interface {
 	// Load returns every stored mark, by biz_tag: an empty map when nothing
 	// was ever stored, an error when the stored marks cannot be read (New
@@ -44,7 +46,7 @@ type Marks interface {
 	// records seq, the number of the tail return (store.TailReturn) that
 	// allows it; durable when it returns nil. Only the tail return of a
 	// graceful stop and the applying of another server's return call it
-	// (docs/contract.md §14). An implementation that cannot lower returns an
+	// (docs/contract.md §2.6 rule 9). An implementation that cannot lower returns an
 	// error, and the generator then neither gives tails back nor accepts
 	// another server's.
 	Lower(ctx context.Context, tag string, maxID, seq int64) error
@@ -254,6 +256,6 @@ func damagedHint(path string) string {
 	return fmt.Sprintf(". The file is damaged, and starting without it would drop restore safety, so the start stops. "+
 		"Restore it from a backup of this data dir; or, if leaf_alloc has not gone back in time (no restored backup, "+
 		"no failover to a lagging replica) since this server last ran, move it aside (mv %s %s.damaged) and start "+
-		"again: the marks are rebuilt from leaf_alloc's max_id at the first tag refresh (README \"Restore runbook\")",
+		"again: the marks are rebuilt from leaf_alloc's max_id at the first tag refresh (docs/operations.md \"Restore runbook\")",
 		path, path)
 }

@@ -30,7 +30,7 @@
 //
 // Restore safety (docs/contract.md §2.6): per tag the generator remembers the
 // highest max_id of a segment it accepted, its high-water mark, and with
-// [Config.Marks] persists it ([FileMarks]: a file in the data directory)
+// [Config.Marks] persists it ([LogMarks]: a log in the data directory)
 // before any ID of the segment is handed out, so a restarted server remembers
 // it too. A segment that starts below the mark means the database went back
 // in time (restored backup, failover to a lagging replica): it is refused,
@@ -241,7 +241,7 @@ type Config struct {
 	// Marks persists the per-tag high-water marks (restore safety, see the
 	// package doc); New loads them and fails if they cannot be read. Default
 	// nil: marks live in memory only and a restart forgets them. leaf-server
-	// passes a [FileMarks] in its data directory.
+	// passes a [LogMarks] in its data directory.
 	Marks Marks
 	// RefuseRetryMax caps the backoff between retries of a refusing tag
 	// (RetryMin doubling up to it). Default 30 s, or RetryMax when longer.

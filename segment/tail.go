@@ -86,7 +86,7 @@ type TailStats struct {
 }
 
 // ReturnTails gives the unused tails that Close found back to the database
-// (issue 22 item 2; docs/contract.md §14): per tag, first the high-water mark
+// (issue 22 item 2; docs/contract.md §2.6 rule 9): per tag, first the high-water mark
 // is lowered to the first unused ID (durable, with the number of the return),
 // then max_id is lowered by [store.Store.ReturnTail]'s compare-and-set, which
 // does nothing when anyone allocated after this server. A tag whose mark lies

@@ -10,11 +10,11 @@ import (
 // and says until when it may back IDs (Lease); leaf-server's HTTP layer reads its name,
 // readiness, heartbeat and details for /api/v1/snowflake/status, /readyz and /metrics.
 //
-// Implementations: [StaticSource] (a configured worker ID, the mark in a local file),
-// zkworker.Worker (Leaf's ZooKeeper node, the mark in the node and Leaf's cache file),
-// sqllease.Lease (a lease row in the segment database, the mark in the row) and
-// etcdworker.Worker (a key under an etcd lease, the mark in a key of its own); the lease sources
-// share their policy through package snowflake/lease. Give one to [New]
+// Implementations: [StaticSource] (a configured worker ID, the mark in a local file; no
+// lease), zkworker.Worker (Leaf's ZooKeeper node, the mark in the node and Leaf's cache file;
+// the ZooKeeper session is its lease), sqllease.Lease (a lease row in the segment database,
+// the mark in the row) and etcdworker.Worker (a key under an etcd lease, the mark in a key of
+// its own); the three lease sources share their policy through package snowflake/lease. Give one to [New]
 // through [Settings].Source. A source is claimed before New and closed after the last Next.
 //
 // Every method is safe for concurrent use. Name, WorkerID, Expiry, Ready, LastHeartbeat and
@@ -31,7 +31,7 @@ type Source interface {
 	// time.
 	Lease
 	// Name is the source's kind, as leaf-server's --worker-id-source names it: "static",
-	// "zookeeper" or "sql". It labels the worker ID on /metrics and the status page.
+	// "zookeeper", "sql" or "etcd". It labels the worker ID on /metrics and the status page.
 	Name() string
 	// WorkerID is the claimed worker ID, in 0..MaxWorker() of the layout it was claimed for
 	// (New checks it against Settings.Layout). It never changes during the source's life.
@@ -48,9 +48,9 @@ type Source interface {
 	// none.
 	Details() any
 	// Close stops the source's goroutines and releases the worker ID where the source can (a
-	// lease row is freed at once; a ZooKeeper /forever node is persistent and stays, as in
-	// Leaf, while its ephemeral live node goes with the session). ctx
-	// bounds the release. It returns the release's error; later calls return the first
+	// lease row is freed and an etcd lease revoked at once; a ZooKeeper /forever node is
+	// persistent and stays, as in Leaf, while its ephemeral live node goes with the
+	// session). ctx bounds the release. It returns the release's error; later calls return the first
 	// call's result. The generator must not be used afterwards.
 	Close(ctx context.Context) error
 }

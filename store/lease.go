@@ -200,8 +200,8 @@ func MissingWorkers(minWorker, maxWorker int64, have []int64) []int64 {
 	return out
 }
 
-// LeaseStore is what the `sql` worker ID source needs from a database; the
-// postgres, mysql and sqlite stores implement it. snowflake/sqllease
+// LeaseStore is what the `sql` worker ID source needs from a database; every
+// [Store] is one (it embeds it). snowflake/sqllease
 // consumes an interface of the same shape. Safe for concurrent use.
 //
 // A worker ID is free when its row's expires_at is before the database's

@@ -18,7 +18,7 @@ import (
 )
 
 // FindChunk is the most names one statement of [Store.FindTags] or
-// [GroupStore.FindGroups] asks for; more names take more statements
+// [Store.FindGroups] asks for; more names take more statements
 // (MySQL allows at most 65,535 placeholders in a statement).
 const FindChunk = 500
 
@@ -132,8 +132,13 @@ func ValidateTailReturn(from, to, seq int64) error {
 	return nil
 }
 
-// Store is what the server needs from a leaf_alloc database. It has three
-// implementations (postgres, mysql, sqlite); all are safe for concurrent use.
+// Store is the whole contract of a leaf-go database: leaf_alloc (segment
+// mode), leaf_group (date-grouped tags), the worker leases of the `sql`
+// worker ID source ([LeaseStore]), engine detection and retry counts. It has
+// three implementations (postgres, mysql, sqlite), each asserting
+// `var _ store.Store = (*Store)(nil)`; all are safe for concurrent use.
+// Every method is an ordinary one: no caller discovers a capability by type
+// assertion, so a wrapper that forgot a method would not compile.
 type Store interface {
 	// Allocate runs, in one transaction, UPDATE leaf_alloc SET max_id =
 	// max_id + step WHERE biz_tag = tag and reads the row back. step <= 0
@@ -201,6 +206,43 @@ type Store interface {
 	// lowered), which Create checks.
 	// Errors: [ErrTagNotFound].
 	Delete(ctx context.Context, tag string) error
+	// Groups returns every leaf_group declaration, ordered by biz_tag.
+	Groups(ctx context.Context) ([]Group, error)
+	// FindGroups returns the declarations of the names among tags that
+	// have one, in no particular order (the miss lookup of grouped tags;
+	// [FindChunk] names per statement).
+	FindGroups(ctx context.Context, tags []string) ([]Group, error)
+	// Now reads the database's clock (to the millisecond, UTC): the clock
+	// a prune is checked against, so that a server whose own clock runs
+	// ahead cannot prune a period other servers still serve.
+	Now(ctx context.Context) (time.Time, error)
+	// CreateGroup inserts a declaration. Errors: [ErrTagExists].
+	CreateGroup(ctx context.Context, g Group) error
+	// UpdateGroup sets time_zone, step, retention and description of a
+	// declaration (grp, format and pruned_before are not changed here).
+	// Errors: [ErrTagNotFound].
+	UpdateGroup(ctx context.Context, g Group) error
+	// RaisePrunedBefore sets pruned_before to key when key is later, never
+	// lowering it, and returns the value afterwards. Errors:
+	// [ErrTagNotFound].
+	RaisePrunedBefore(ctx context.Context, tag, key string) (string, error)
+	// DeleteGroup removes a declaration (its period rows stay). Errors:
+	// [ErrTagNotFound].
+	DeleteGroup(ctx context.Context, tag string) error
+
+	// LeaseStore is the worker leases of the `sql` worker ID source
+	// (table leaf_worker): leaf-server hands the store to
+	// snowflake/sqllease as this one dependency.
+	LeaseStore
+
+	// Engine detects the database server behind the store (leaf-server
+	// logs it at start; docs/contract.md §8). Errors: the database's.
+	Engine(ctx context.Context) (Engine, error)
+	// RetryCounts returns how many times the store re-ran a transaction
+	// (or a statement) the engine refused since Open, per [RetryCauses]
+	// name (leaf_store_retries_total); nil for a store that never re-runs
+	// (sqlite). A fresh map on each call.
+	RetryCounts() map[string]uint64
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	// Close releases the connections.

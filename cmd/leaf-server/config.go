@@ -146,7 +146,7 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// ReturnTail gives the unused tail of every plain tag back on a
 	// graceful stop (SIGTERM), and lets this server take in the tails
-	// other servers gave back (segment.Config.Tails; docs/contract.md §14).
+	// other servers gave back (segment.Config.Tails; docs/contract.md §2.6 rule 9).
 	// A tail comes back only when no one allocated the tag after this
 	// server. Default true.
 	ReturnTail bool
@@ -229,6 +229,9 @@ type loaded struct {
 	version bool
 }
 
+// docs/configuration.md is generated from newFlagSet (configdoc_test.go).
+//go:generate go test -run ^TestConfigurationDoc$ . -args -update-docs
+
 // newFlagSet binds every setting of cfg to a flag.
 func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("leaf-server", flag.ContinueOnError)
@@ -268,7 +271,7 @@ func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs.Int64Var(&cfg.WorkerID, "worker-id", cfg.WorkerID, "static snowflake worker ID 0..1023 (unique per live server: your responsibility)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer token for /api/v1/admin (admin API off when empty)")
 	fs.StringVar(&cfg.PprofListen, "pprof-listen", cfg.PprofListen, "serve net/http/pprof on this host:port (off when empty; keep it private)")
-	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", cfg.WaitTimeout, "longest wait for a segment load before answering -3")
+	fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", cfg.WaitTimeout, "longest wait for a segment load before answering -3, and for a store of the snowflake time high-water mark before answering -4; also bounds the admin API's database calls")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh-interval", cfg.RefreshInterval, "how often the biz_tag list is re-read")
 	fs.Int64Var(&cfg.MarksCompactBytes, "marks-compact-bytes", cfg.MarksCompactBytes, "size in bytes below which the high-water marks log is never compacted")
 	fs.IntVar(&cfg.MetricsTopTags, "metrics-top-tags", cfg.MetricsTopTags, "past --metrics-all-tags-max tags, /metrics has per-tag series for this many tags with the lowest runway and this many with the highest rate (0 = none)")
@@ -530,7 +533,7 @@ func flagUsage(fs *flag.FlagSet) string {
 	b.WriteString("Usage: leaf-server [flags]\n\nEvery flag can also be set as LEAF_<NAME> (e.g. LEAF_SEGMENT_DSN); flags win.\n\n")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "env " + envName(f.Name) + ", "
-		if f.Name == "print-config" {
+		if f.Name == "version" { // read from the arguments only
 			env = ""
 		}
 		fmt.Fprintf(&b, "  --%s (%sdefault %q)\n      %s\n", f.Name, env, f.DefValue, f.Usage)

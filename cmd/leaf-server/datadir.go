@@ -36,8 +36,9 @@ func (c Config) writesDataDir() bool {
 // error message of the next one. The lock is flock(2) on LOCK: the kernel
 // drops it when the process dies, so a kill -9 leaves no stale lock (LOCK
 // itself stays, with the dead PID, and is taken over). Two servers sharing a
-// dir would overwrite each other's high-water marks (FileMarks and
-// FileHighWater replace the whole file). Errors: errDataDirInUse naming the
+// dir would overwrite each other's high-water marks (segment.LogMarks
+// compacts its log by replacing it; snowflake.FileHighWater replaces its
+// file). Errors: errDataDirInUse naming the
 // dir and, when LOCK tells it, the holder's PID; or the error of creating or
 // locking LOCK. release
 // drops the lock. On systems without flock (atomicfile.CanLock is false; see

@@ -30,28 +30,29 @@ const (
 // cfg.Migrate, trying for at most openAttemptTimeout. A server database
 // (PostgreSQL, MySQL) that does not answer does not stop the start when only
 // segment mode needs it: openSegmentStore logs why and returns a [lazyStore] that
-// keeps trying. It returns an error for a malformed DSN, for SQLite (a local
+// keeps trying, as both results (lazy is nil when the database answered). It returns an error for a malformed DSN, for SQLite (a local
 // file: nothing to wait for), for [store.ErrPermanent] (the database does
 // not exist or refused the credentials: waiting does not help), and when snowflake mode takes its worker ID
 // from the database (--worker-id-source sql), which cannot start without it.
-func openSegmentStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, error) {
+func openSegmentStore(ctx context.Context, cfg Config, log *slog.Logger) (st store.Store, lazy *lazyStore, err error) {
 	c, err := dsn.Parse(cfg.DSN())
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", dsn.Redact(cfg.DSN()), err)
+		return nil, nil, fmt.Errorf("open store %s: %w", dsn.Redact(cfg.DSN()), err)
 	}
 	actx, cancel := context.WithTimeout(ctx, openAttemptTimeout)
-	st, err := dsn.Open(actx, cfg.DSN(), cfg.Migrate)
+	st, err = dsn.Open(actx, cfg.DSN(), cfg.Migrate)
 	cancel()
 	if err == nil {
 		logEngine(ctx, st, log)
-		return st, nil
+		return st, nil, nil
 	}
 	if c.Dialect == dsn.SQLite || ctx.Err() != nil || errors.Is(err, store.ErrPermanent) || (cfg.SnowflakeEnabled && cfg.WorkerIDSource == "sql") {
-		return nil, fmt.Errorf("open store %s: %w", dsn.Redact(cfg.DSN()), err)
+		return nil, nil, fmt.Errorf("open store %s: %w", dsn.Redact(cfg.DSN()), err)
 	}
 	log.Error("segment database not reachable at start: snowflake mode serves; segment routes answer -1 or -3 and /readyz says why until it answers (then the migrations run); retrying in the background",
 		"store", dsn.Redact(cfg.DSN()), "err", err)
-	return openLazy(cfg.DSN(), cfg.Migrate, err, log), nil
+	lazy = openLazy(cfg.DSN(), cfg.Migrate, err, log)
+	return lazy, lazy, nil
 }
 
 // errStoreNotOpen is returned by every call of a [lazyStore] until the
@@ -152,121 +153,174 @@ func (l *lazyStore) store() (store.Store, error) {
 	return nil, fmt.Errorf("%w: %v", errStoreNotOpen, l.lastErr)
 }
 
-// Allocate implements [store.Store].
-func (l *lazyStore) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
+// The methods below pass each call of [store.Store] to the open database,
+// or fail with [errStoreNotOpen] before it opened. lazyStore implements the
+// whole interface (the assertion above), so a method added to store.Store
+// is a compile error here until it is passed on too.
+
+// lazyCall runs f on the open database, or returns errStoreNotOpen.
+func lazyCall[T any](l *lazyStore, f func(st store.Store) (T, error)) (T, error) {
 	st, err := l.store()
 	if err != nil {
-		return store.Allocation{}, err
+		var zero T
+		return zero, err
 	}
-	return st.Allocate(ctx, tag, step)
+	return f(st)
+}
+
+// lazyDo is lazyCall for a call that returns only an error.
+func lazyDo(l *lazyStore, f func(st store.Store) error) error {
+	st, err := l.store()
+	if err != nil {
+		return err
+	}
+	return f(st)
+}
+
+// Allocate implements [store.Store].
+func (l *lazyStore) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
+	return lazyCall(l, func(st store.Store) (store.Allocation, error) { return st.Allocate(ctx, tag, step) })
 }
 
 // Tags implements [store.Store].
 func (l *lazyStore) Tags(ctx context.Context) ([]string, error) {
-	st, err := l.store()
-	if err != nil {
-		return nil, err
-	}
-	return st.Tags(ctx)
+	return lazyCall(l, func(st store.Store) ([]string, error) { return st.Tags(ctx) })
 }
 
 // Rows implements [store.Store].
 func (l *lazyStore) Rows(ctx context.Context) ([]store.Row, error) {
-	st, err := l.store()
-	if err != nil {
-		return nil, err
-	}
-	return st.Rows(ctx)
+	return lazyCall(l, func(st store.Store) ([]store.Row, error) { return st.Rows(ctx) })
+}
+
+// FindTags implements [store.Store].
+func (l *lazyStore) FindTags(ctx context.Context, tags []string) (map[string]bool, error) {
+	return lazyCall(l, func(st store.Store) (map[string]bool, error) { return st.FindTags(ctx, tags) })
 }
 
 // MaxID implements [store.Store].
 func (l *lazyStore) MaxID(ctx context.Context, tag string) (int64, error) {
-	st, err := l.store()
-	if err != nil {
-		return 0, err
-	}
-	return st.MaxID(ctx, tag)
-}
-
-// ReturnTail implements [store.Store].
-func (l *lazyStore) ReturnTail(ctx context.Context, tag string, from, to, seq int64) (bool, error) {
-	st, err := l.store()
-	if err != nil {
-		return false, err
-	}
-	return st.ReturnTail(ctx, tag, from, to, seq)
-}
-
-// TailReturns implements [store.Store].
-func (l *lazyStore) TailReturns(ctx context.Context) ([]store.TailReturn, error) {
-	st, err := l.store()
-	if err != nil {
-		return nil, err
-	}
-	return st.TailReturns(ctx)
-}
-
-// TailReturnOf implements [store.Store].
-func (l *lazyStore) TailReturnOf(ctx context.Context, tag string) (store.TailReturn, error) {
-	st, err := l.store()
-	if err != nil {
-		return store.TailReturn{}, err
-	}
-	return st.TailReturnOf(ctx, tag)
+	return lazyCall(l, func(st store.Store) (int64, error) { return st.MaxID(ctx, tag) })
 }
 
 // Create implements [store.Store].
 func (l *lazyStore) Create(ctx context.Context, r store.Row) error {
-	st, err := l.store()
-	if err != nil {
-		return err
-	}
-	return st.Create(ctx, r)
+	return lazyDo(l, func(st store.Store) error { return st.Create(ctx, r) })
 }
 
 // ForceCreate implements [store.Store].
 func (l *lazyStore) ForceCreate(ctx context.Context, r store.Row) (int64, error) {
-	st, err := l.store()
-	if err != nil {
-		return 0, err
-	}
-	return st.ForceCreate(ctx, r)
+	return lazyCall(l, func(st store.Store) (int64, error) { return st.ForceCreate(ctx, r) })
 }
 
 // Update implements [store.Store].
 func (l *lazyStore) Update(ctx context.Context, tag string, step int64, description string) error {
-	st, err := l.store()
-	if err != nil {
-		return err
-	}
-	return st.Update(ctx, tag, step, description)
+	return lazyDo(l, func(st store.Store) error { return st.Update(ctx, tag, step, description) })
 }
 
 // Fence implements [store.Store].
 func (l *lazyStore) Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error) {
-	st, err := l.store()
-	if err != nil {
-		return store.Row{}, err
-	}
-	return st.Fence(ctx, tag, minMaxID)
+	return lazyCall(l, func(st store.Store) (store.Row, error) { return st.Fence(ctx, tag, minMaxID) })
+}
+
+// ReturnTail implements [store.Store].
+func (l *lazyStore) ReturnTail(ctx context.Context, tag string, from, to, seq int64) (bool, error) {
+	return lazyCall(l, func(st store.Store) (bool, error) { return st.ReturnTail(ctx, tag, from, to, seq) })
+}
+
+// TailReturns implements [store.Store].
+func (l *lazyStore) TailReturns(ctx context.Context) ([]store.TailReturn, error) {
+	return lazyCall(l, func(st store.Store) ([]store.TailReturn, error) { return st.TailReturns(ctx) })
+}
+
+// TailReturnOf implements [store.Store].
+func (l *lazyStore) TailReturnOf(ctx context.Context, tag string) (store.TailReturn, error) {
+	return lazyCall(l, func(st store.Store) (store.TailReturn, error) { return st.TailReturnOf(ctx, tag) })
 }
 
 // Delete implements [store.Store].
 func (l *lazyStore) Delete(ctx context.Context, tag string) error {
+	return lazyDo(l, func(st store.Store) error { return st.Delete(ctx, tag) })
+}
+
+// Groups implements [store.Store].
+func (l *lazyStore) Groups(ctx context.Context) ([]store.Group, error) {
+	return lazyCall(l, func(st store.Store) ([]store.Group, error) { return st.Groups(ctx) })
+}
+
+// FindGroups implements [store.Store].
+func (l *lazyStore) FindGroups(ctx context.Context, tags []string) ([]store.Group, error) {
+	return lazyCall(l, func(st store.Store) ([]store.Group, error) { return st.FindGroups(ctx, tags) })
+}
+
+// Now implements [store.Store].
+func (l *lazyStore) Now(ctx context.Context) (time.Time, error) {
+	return lazyCall(l, func(st store.Store) (time.Time, error) { return st.Now(ctx) })
+}
+
+// CreateGroup implements [store.Store].
+func (l *lazyStore) CreateGroup(ctx context.Context, g store.Group) error {
+	return lazyDo(l, func(st store.Store) error { return st.CreateGroup(ctx, g) })
+}
+
+// UpdateGroup implements [store.Store].
+func (l *lazyStore) UpdateGroup(ctx context.Context, g store.Group) error {
+	return lazyDo(l, func(st store.Store) error { return st.UpdateGroup(ctx, g) })
+}
+
+// RaisePrunedBefore implements [store.Store].
+func (l *lazyStore) RaisePrunedBefore(ctx context.Context, tag, key string) (string, error) {
+	return lazyCall(l, func(st store.Store) (string, error) { return st.RaisePrunedBefore(ctx, tag, key) })
+}
+
+// DeleteGroup implements [store.Store].
+func (l *lazyStore) DeleteGroup(ctx context.Context, tag string) error {
+	return lazyDo(l, func(st store.Store) error { return st.DeleteGroup(ctx, tag) })
+}
+
+// ClaimWorker implements [store.LeaseStore]. (--worker-id-source sql
+// never gets a lazyStore: it cannot start without its database.)
+func (l *lazyStore) ClaimWorker(ctx context.Context, c store.Claim) (store.Lease, error) {
+	return lazyCall(l, func(st store.Store) (store.Lease, error) { return st.ClaimWorker(ctx, c) })
+}
+
+// RenewWorker implements [store.LeaseStore].
+func (l *lazyStore) RenewWorker(ctx context.Context, workerID, generation int64, ttl time.Duration, highWaterMillis, clockMillis int64) (store.Lease, error) {
+	return lazyCall(l, func(st store.Store) (store.Lease, error) {
+		return st.RenewWorker(ctx, workerID, generation, ttl, highWaterMillis, clockMillis)
+	})
+}
+
+// ReleaseWorker implements [store.LeaseStore].
+func (l *lazyStore) ReleaseWorker(ctx context.Context, workerID, generation, finalMarkMillis int64) error {
+	return lazyDo(l, func(st store.Store) error { return st.ReleaseWorker(ctx, workerID, generation, finalMarkMillis) })
+}
+
+// LiveHolders implements [store.LeaseStore].
+func (l *lazyStore) LiveHolders(ctx context.Context) ([]store.Holder, time.Time, error) {
 	st, err := l.store()
 	if err != nil {
-		return err
+		return nil, time.Time{}, err
 	}
-	return st.Delete(ctx, tag)
+	return st.LiveHolders(ctx)
+}
+
+// Engine implements [store.Store].
+func (l *lazyStore) Engine(ctx context.Context) (store.Engine, error) {
+	return lazyCall(l, func(st store.Store) (store.Engine, error) { return st.Engine(ctx) })
+}
+
+// RetryCounts implements [store.Store]: the open database's, nil before it
+// opened.
+func (l *lazyStore) RetryCounts() map[string]uint64 {
+	if st := l.st.Load(); st != nil {
+		return (*st).RetryCounts()
+	}
+	return nil
 }
 
 // Ping implements [store.Store].
 func (l *lazyStore) Ping(ctx context.Context) error {
-	st, err := l.store()
-	if err != nil {
-		return err
-	}
-	return st.Ping(ctx)
+	return lazyDo(l, func(st store.Store) error { return st.Ping(ctx) })
 }
 
 // Close stops the retries, waits for an attempt in flight, and closes the
@@ -278,89 +332,4 @@ func (l *lazyStore) Close() error {
 		return (*st).Close()
 	}
 	return nil
-}
-
-// boundStore bounds every call on the wrapped store by timeout: the store of
-// the HTTP routes (/db, the admin API, /readyz), so that no route waits
-// longer than --wait-timeout for a database that does not answer (issue 16
-// item 7). A call past the bound returns context.DeadlineExceeded wrapped by
-// the driver. The segment generator gets the store unbounded: its loads have
-// their own timeout and callers wait for them at most --wait-timeout.
-type boundStore struct {
-	store.Store
-	timeout time.Duration
-}
-
-func (b boundStore) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, b.timeout)
-}
-
-// Allocate implements [store.Store] within the bound.
-func (b boundStore) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
-	ctx, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.Store.Allocate(ctx, tag, step)
-}
-
-// Tags implements [store.Store] within the bound.
-func (b boundStore) Tags(ctx context.Context) ([]string, error) {
-	ctx, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.Store.Tags(ctx)
-}
-
-// Rows implements [store.Store] within the bound.
-func (b boundStore) Rows(ctx context.Context) ([]store.Row, error) {
-	ctx, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.Store.Rows(ctx)
-}
-
-// MaxID implements [store.Store] within the bound.
-func (b boundStore) MaxID(ctx context.Context, tag string) (int64, error) {
-	ctx, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.Store.MaxID(ctx, tag)
-}
-
-// Create implements [store.Store] within the bound.
-func (b boundStore) Create(ctx context.Context, r store.Row) error {
-	ctx, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.Store.Create(ctx, r)
-}
-
-// ForceCreate implements [store.Store] within the bound.
-func (b boundStore) ForceCreate(ctx context.Context, r store.Row) (int64, error) {
-	ctx, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.Store.ForceCreate(ctx, r)
-}
-
-// Update implements [store.Store] within the bound.
-func (b boundStore) Update(ctx context.Context, tag string, step int64, description string) error {
-	ctx, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.Store.Update(ctx, tag, step, description)
-}
-
-// Fence implements [store.Store] within the bound.
-func (b boundStore) Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error) {
-	ctx, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.Store.Fence(ctx, tag, minMaxID)
-}
-
-// Delete implements [store.Store] within the bound.
-func (b boundStore) Delete(ctx context.Context, tag string) error {
-	ctx, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.Store.Delete(ctx, tag)
-}
-
-// Ping implements [store.Store] within the bound.
-func (b boundStore) Ping(ctx context.Context) error {
-	ctx, cancel := b.ctx(ctx)
-	defer cancel()
-	return b.Store.Ping(ctx)
 }

@@ -8,12 +8,6 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// engineDetector is what every store of store/dsn offers: the database
-// engine behind it, detected from the server (docs/contract.md §8).
-type engineDetector interface {
-	Engine(ctx context.Context) (store.Engine, error)
-}
-
 // engineTimeout bounds the detection queries at start.
 const engineTimeout = 5 * time.Second
 
@@ -22,13 +16,9 @@ const engineTimeout = 5 * time.Second
 // is logged and otherwise ignored: it must not keep the server from
 // starting.
 func logEngine(ctx context.Context, st store.Store, log *slog.Logger) {
-	d, ok := st.(engineDetector)
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
-	e, err := d.Engine(ctx)
+	e, err := st.Engine(ctx)
 	if err != nil {
 		log.Warn("database engine not detected", "err", err)
 		return

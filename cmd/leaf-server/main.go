@@ -113,8 +113,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// The store holds leaf_alloc for segment mode and the worker leases of
 	// --worker-id-source sql.
 	var st store.Store
+	var lazy *lazyStore // st when the database did not answer at start
 	if cfg.SegmentEnabled || (cfg.SnowflakeEnabled && cfg.WorkerIDSource == "sql") {
-		st, err = openSegmentStore(ctx, cfg, log)
+		st, lazy, err = openSegmentStore(ctx, cfg, log)
 		if err != nil {
 			return err
 		}
@@ -122,7 +123,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	var segGen *segment.Generator
 	if cfg.SegmentEnabled {
-		gen, err := startSegment(ctx, cfg, st, log, &deps)
+		gen, err := startSegment(ctx, cfg, st, lazy, log, &deps)
 		if err != nil {
 			return err
 		}

@@ -17,12 +17,12 @@ import (
 // tag (cfg.DemoTag), the high-water marks in cfg.DataDir, the generator, and
 // the fields of deps that the handler serves segment mode from. The caller
 // closes the returned generator after the server has stopped; tests call
-// startSegment so that they wire what run wires. When st is a [lazyStore]
-// (the database did not answer at start) the demo tag, the engine log and a
-// tag refresh wait until it opens. deps.Store is st with every call bounded
-// by cfg.WaitTimeout ([boundStore]); the generator gets st itself.
-func startSegment(ctx context.Context, cfg Config, st store.Store, log *slog.Logger, deps *api.Deps) (*segment.Generator, error) {
-	lazy, _ := st.(*lazyStore) // the database did not answer at start
+// startSegment so that they wire what run wires. When lazy is not nil (st
+// is that [lazyStore]: the database did not answer at start) the demo tag,
+// the engine log and a tag refresh wait until it opens. deps.Store is st too: the routes bound
+// their calls by deps.WaitTimeout (api), the generator's loads by their own
+// timeout.
+func startSegment(ctx context.Context, cfg Config, st store.Store, lazy *lazyStore, log *slog.Logger, deps *api.Deps) (*segment.Generator, error) {
 	if cfg.DemoTag && lazy == nil {
 		if err := seedDemo(ctx, st, log); err != nil {
 			return nil, err
@@ -62,23 +62,19 @@ func startSegment(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 			}
 		})
 	}
-	// The routes' store answers within --wait-timeout, like the ID routes
-	// (issue 16 item 7); the generator's loads have their own timeout.
-	deps.Segment, deps.Store, deps.LoadMetrics = gen, boundStore{Store: st, timeout: cfg.WaitTimeout}, loads
-	if gst, ok := st.(segment.GroupStore); ok {
-		// Date-grouped tags (issue 14): declarations in leaf_group, the
-		// latest period issued per tag in the data dir.
-		groups, err := segment.NewGroups(ctx, gen, gst, segment.GroupConfig{
-			PeriodsPath: filepath.Join(cfg.DataDir, "group-periods.json"),
-			Clock:       testClock(segment.SystemClock{}), // offset from a file in leaftest builds only
-			Logger:      log,
-		})
-		if err != nil {
-			_ = gen.Close() // always nil; the start error is the one to report
-			return nil, fmt.Errorf("start grouped tags: %w", err)
-		}
-		deps.Groups = groups
+	deps.Segment, deps.Store, deps.LoadMetrics = gen, st, loads
+	// Date-grouped tags (issue 14): declarations in leaf_group, the latest
+	// period issued per tag in the data dir.
+	groups, err := segment.NewGroups(ctx, gen, st, segment.GroupConfig{
+		PeriodsPath: filepath.Join(cfg.DataDir, "group-periods.json"),
+		Clock:       testClock(segment.SystemClock{}), // offset from a file in leaftest builds only
+		Logger:      log,
+	})
+	if err != nil {
+		_ = gen.Close() // always nil; the start error is the one to report
+		return nil, fmt.Errorf("start grouped tags: %w", err)
 	}
+	deps.Groups = groups
 	log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()), "high_water_marks", marks.Path())
 	return gen, nil
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/leaf-go/leaf/snowflake/sqllease"
 	"github.com/leaf-go/leaf/snowflake/zkworker"
 	"github.com/leaf-go/leaf/store"
-	"github.com/leaf-go/leaf/store/dsn"
 )
 
 // sourceCloseTimeout bounds the release of the worker ID at shutdown (the
@@ -356,10 +355,6 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		}
 		return workerClaim{src: w, lost: w.Lost()}, nil
 	case "sql":
-		ls, ok := st.(sqllease.Store)
-		if !ok {
-			return workerClaim{}, fmt.Errorf("--worker-id-source sql: the store %s keeps no worker leases", dsn.Redact(cfg.DSN()))
-		}
 		owner := cfg.Listen
 		if h, err := os.Hostname(); err == nil {
 			owner = h + "/" + cfg.Listen
@@ -368,14 +363,14 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		if err != nil {
 			return workerClaim{}, err
 		}
-		lease, err := sqllease.Claim(ctx, ls, sqllease.Options{
+		lease, err := sqllease.Claim(ctx, st, sqllease.Options{
 			Owner: owner, Layout: layout, Logger: log, Clock: leaseClock(clock),
 			Workers: &sqllease.Range{Min: lo, Max: hi}, MaxPeerClockSkew: cfg.MaxPeerClockSkew,
 		})
 		if err != nil {
 			return workerClaim{}, err
 		}
-		return workerClaim{src: lease, lost: lease.Lost(), holders: sqlLiveHolders(ls)}, nil
+		return workerClaim{src: lease, lost: lease.Lost(), holders: sqlLiveHolders(st)}, nil
 	case "etcd":
 		owner := fmt.Sprintf("%s pid %d", cfg.Listen, os.Getpid())
 		if h, err := os.Hostname(); err == nil {

@@ -42,6 +42,10 @@ type globals struct {
 	timeout time.Duration
 }
 
+// docs/leafctl.md is generated from newRoot (refdoc_test.go).
+//go:generate go test -run ^TestReferenceDoc$ . -args -update-docs
+
+// newRoot builds the command tree; every command writes through e.
 func newRoot(e env) *cobra.Command {
 	if e.now == nil {
 		e.now = time.Now

@@ -28,7 +28,7 @@ func (gf *groupFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&gf.group, "group", "", "date-grouped tag: day, month or year; its sequence restarts every period (rows <tag>:<period>)")
 	f.StringVar(&gf.timeZone, "time-zone", "UTC", "IANA time zone of the periods' midnight, e.g. Asia/Shanghai (grouped tags)")
-	f.StringVar(&gf.format, "format", "", "ID template of a grouped tag, e.g. 'ORD{yyyyMMdd}{seq:6}' (see README)")
+	f.StringVar(&gf.format, "format", "", "ID template of a grouped tag, e.g. 'ORD{yyyyMMdd}{seq:6}' (see docs/business-numbers.md)")
 	f.Int64Var(&gf.retention, "retention", 0, "periods a grouped tag keeps (the server prunes older ones); 0 keeps all")
 }
 
@@ -63,15 +63,6 @@ func (gf *groupFlags) plainOnly(cmd *cobra.Command) error {
 		strings.Join(given, ", "))
 }
 
-// groupStore returns st's leaf_group side.
-func groupStore(st store.Store) (segment.GroupStore, error) {
-	gs, ok := st.(segment.GroupStore)
-	if !ok {
-		return nil, fmt.Errorf("the store of --dsn has no leaf_group support")
-	}
-	return gs, nil
-}
-
 // createGroup declares a grouped tag (tag create --group).
 func createGroup(cmd *cobra.Command, e env, g *globals, tag string, step int64, desc string, gf groupFlags) error {
 	if gf.format == "" {
@@ -80,11 +71,7 @@ func createGroup(cmd *cobra.Command, e env, g *globals, tag string, step int64, 
 	d := store.Group{BizTag: tag, Grp: gf.group, TimeZone: gf.timeZone, Format: gf.format, Step: step,
 		Retention: gf.retention, Description: desc}
 	return withStore(cmd, g, func(ctx context.Context, st store.Store) error {
-		gst, err := groupStore(st)
-		if err != nil {
-			return err
-		}
-		if err := segment.DeclareGroup(ctx, gst, d); err != nil {
+		if err := segment.DeclareGroup(ctx, st, d); err != nil {
 			if errors.Is(err, segment.ErrGroupDecl) {
 				return &usageError{err}
 			}
@@ -99,11 +86,7 @@ func createGroup(cmd *cobra.Command, e env, g *globals, tag string, step int64, 
 // checkPlainName refuses a plain tag named like a grouped tag or its
 // periods. A database without leaf_group (not migrated) has no grouped tags.
 func checkPlainName(ctx context.Context, st store.Store, tag string) error {
-	gst, ok := st.(store.GroupStore)
-	if !ok {
-		return nil
-	}
-	err := segment.CheckPlainTag(ctx, gst, tag)
+	err := segment.CheckPlainTag(ctx, st, tag)
 	if errors.Is(err, segment.ErrGroupRow) {
 		return err
 	}
@@ -112,11 +95,7 @@ func checkPlainName(ctx context.Context, st store.Store, tag string) error {
 
 // findGroup returns the declaration of tag, ok false when it has none.
 func findGroup(ctx context.Context, st store.Store, tag string) (store.Group, bool, error) {
-	gst, err := groupStore(st)
-	if err != nil {
-		return store.Group{}, false, err
-	}
-	list, err := gst.Groups(ctx)
+	list, err := st.Groups(ctx)
 	if err != nil {
 		return store.Group{}, false, err
 	}
@@ -162,8 +141,7 @@ func updateGroup(cmd *cobra.Command, e env, g *globals, tag string, step int64, 
 		if fl.Changed("description") {
 			d.Description = desc
 		}
-		gst, _ := groupStore(st)
-		if err := segment.UpdateGroupDecl(ctx, gst, d); err != nil {
+		if err := segment.UpdateGroupDecl(ctx, st, d); err != nil {
 			if errors.Is(err, segment.ErrGroupDecl) {
 				return &usageError{err}
 			}
@@ -190,8 +168,7 @@ func newTagPeriodsCmd(e env, g *globals) *cobra.Command {
 				if !ok {
 					return fmt.Errorf("tag %q is not grouped: %w", args[0], store.ErrTagNotFound)
 				}
-				gst, _ := groupStore(st)
-				ps, err := segment.ListPeriods(ctx, gst, d)
+				ps, err := segment.ListPeriods(ctx, st, d)
 				if err != nil {
 					return err
 				}
@@ -234,8 +211,7 @@ one refuses). The current period is never pruned.`,
 				if err != nil {
 					return err
 				}
-				gst, _ := groupStore(st)
-				deleted, err := segment.PruneGroup(ctx, gst, d, key, now)
+				deleted, err := segment.PruneGroup(ctx, st, d, key, now)
 				if errors.Is(err, segment.ErrGroupDecl) {
 					return &usageError{err}
 				}

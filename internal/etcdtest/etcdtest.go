@@ -4,7 +4,7 @@
 // etcd-server package (/usr/bin/etcd; .ci/run installs it), on loopback ports of its own,
 // with helpers to stop, kill, pause (SIGSTOP) and restart members and to find the leader.
 //
-// Skip rules as internal/zktest and internal/dbproc: under -short the test is skipped without
+// Skip rules as internal/zktest and internal/dbproctest: under -short the test is skipped without
 // starting anything; when the etcd binary is missing or the cluster does not come up, the test
 // is skipped with how to install it, or fails when CI=true.
 package etcdtest

@@ -112,21 +112,39 @@ func TestPeerClock(t *testing.T) {
 }
 
 // TestPeerClockAfterRenewals: the check uses the clock the peer reported with its last
-// renewal, not only its claim, and the age of that report does not count as skew.
+// renewal, not only its claim, and the age of that report does not count as skew. The peer
+// renews every 2 s; once it has renewed, the new server claims when that report is at least
+// 700 ms old, with a max skew of 300 ms: a check that counted the report's age would refuse.
+// (Before, the test slept 3 renewals of 200 ms and then required one: a loaded machine
+// could miss that, and a 100 ms bound left the write's own latency little room.)
 func TestPeerClockAfterRenewals(t *testing.T) {
 	st := openSQLite(t)
 	peer := with(fast, "peer")
+	peer.TTL, peer.Renew, peer.Margin = 10*time.Second, 2*time.Second, time.Second
 	peer.Clock = offsetClock(0)
 	p := start(t, st, peer)
-	time.Sleep(3 * fast.Renew)
-	if p.State().Renewals == 0 {
-		t.Fatal("the peer did not renew")
+	const age = 700 * time.Millisecond
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s := p.State()
+		if s.Renewals > 0 {
+			// The scenario's wait: let the report of this renewal age; the next one is
+			// due 2 s after it.
+			time.Sleep(time.Until(s.LastRenewal.Add(age)))
+			if p.State().LastRenewal.Equal(s.LastRenewal) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the peer did not renew within 30 s (or never held a report %v old): %+v", age, s)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	o := with(fast, "new")
-	o.MaxPeerClockSkew = 100 * time.Millisecond // tighter than the report's age (up to 200 ms)
+	o.MaxPeerClockSkew = 300 * time.Millisecond // tighter than the report's age (>= 700 ms)
 	l, err := sqllease.Claim(context.Background(), st, o)
 	if err != nil {
-		t.Fatalf("Start next to a peer with the same clock, max skew 100 ms = %v", err)
+		t.Fatalf("Start next to a peer with the same clock whose report is %v old, max skew %v = %v", age, o.MaxPeerClockSkew, err)
 	}
 	l.Close(context.Background())
 }

@@ -91,8 +91,8 @@ var (
 	ErrClosed = errors.New("sqllease: lease closed")
 )
 
-// Store is what a Lease needs from the database; *postgres.Store, *mysql.Store and
-// *sqlite.Store implement it (store.LeaseStore documents the contract). All instants it uses
+// Store is what a Lease needs from the database; every store.Store (postgres, mysql,
+// sqlite) is one (store.LeaseStore documents the contract). All instants it uses
 // come from the database's clock.
 type Store interface {
 	// ClaimWorker claims the lowest free worker ID in c.MinWorker..c.MaxWorker for c.TTL and
@@ -204,6 +204,9 @@ type Lease struct {
 	// finalMark is the mark StoreFinal gave (Unix ms; 0: none), written by Close's release.
 	finalMark int64
 }
+
+// Every store.Store (postgres, mysql, sqlite) is a Store.
+var _ Store = store.Store(nil)
 
 var _ snowflake.Source = (*Lease)(nil)
 

@@ -8,12 +8,12 @@ import (
 	"github.com/leaf-go/leaf/store/internal/sqlstore"
 )
 
-// FindGroups implements [store.GroupStore].
+// FindGroups implements [store.Store].
 func (s *Store) FindGroups(ctx context.Context, tags []string) ([]store.Group, error) {
 	return sqlstore.FindGroups(ctx, s.db, tags)
 }
 
-// Now implements [store.GroupStore] with NOW(3): UNIX_TIMESTAMP converts it
+// Now implements [store.Store] with NOW(3): UNIX_TIMESTAMP converts it
 // back from the session's time zone, so the zone plays no part.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return sqlstore.Now(ctx, s.db, `SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)`)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leaf-go/leaf/internal/dbproc"
+	"github.com/leaf-go/leaf/internal/dbproctest"
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/mysql"
@@ -50,9 +50,9 @@ func dbName(dsn string) string {
 }
 
 // privateServer starts a private MariaDB with a database named like dsn's.
-func privateServer(t *testing.T, dsn string) *dbproc.Server {
+func privateServer(t *testing.T, dsn string) *dbproctest.Server {
 	t.Helper()
-	srv := dbproc.New(t, dbproc.MariaDB)
+	srv := dbproctest.New(t, dbproctest.MariaDB)
 	if _, err := rawDB(t, srv.DSN()).Exec("CREATE DATABASE " + dbName(dsn)); err != nil {
 		t.Fatal(err)
 	}

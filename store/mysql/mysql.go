@@ -351,6 +351,12 @@ func (s *Store) create(ctx context.Context, r store.Row, force bool) (overrode i
 		_, err = tx.ExecContext(ctx, `DELETE FROM leaf_tombstone WHERE biz_tag = ?`, r.BizTag)
 		return err
 	})
+	// TiDB in optimistic mode checks the primary key at COMMIT, not at the
+	// INSERT: the duplicate row arrives as the transaction's 1062.
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == erDupEntry {
+		err = store.ErrTagExists
+	}
 	if err != nil {
 		return 0, fmt.Errorf("create %q: %w", r.BizTag, err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// FindGroups implements [store.GroupStore] with biz_tag = ANY($1), one
+// FindGroups implements [store.Store] with biz_tag = ANY($1), one
 // statement per [store.FindChunk] names.
 func (s *Store) FindGroups(ctx context.Context, tags []string) ([]store.Group, error) {
 	var out []store.Group
@@ -29,7 +29,7 @@ func (s *Store) FindGroups(ctx context.Context, tags []string) ([]store.Group, e
 	return out, nil
 }
 
-// Now implements [store.GroupStore] with now() (the transaction's start,
+// Now implements [store.Store] with now() (the transaction's start,
 // here the statement's).
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	var ms int64

@@ -11,12 +11,10 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-var _ store.GroupStore = (*Store)(nil)
-
 // groupColumns are the leaf_group columns, in the order Groups scans them.
 const groupColumns = `biz_tag, grp, time_zone, format, step, retention, pruned_before, description`
 
-// Groups implements [store.GroupStore].
+// Groups implements [store.Store].
 func (s *Store) Groups(ctx context.Context) ([]store.Group, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+groupColumns+` FROM leaf_group ORDER BY biz_tag`)
 	if err != nil {
@@ -40,7 +38,7 @@ func scanGroup(r pgx.CollectableRow) (store.Group, error) {
 	return g, err
 }
 
-// CreateGroup implements [store.GroupStore].
+// CreateGroup implements [store.Store].
 func (s *Store) CreateGroup(ctx context.Context, g store.Group) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO leaf_group (`+groupColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		g.BizTag, g.Grp, g.TimeZone, g.Format, g.Step, g.Retention, g.PrunedBefore, nullString(g.Description))
@@ -54,7 +52,7 @@ func (s *Store) CreateGroup(ctx context.Context, g store.Group) error {
 	return nil
 }
 
-// UpdateGroup implements [store.GroupStore].
+// UpdateGroup implements [store.Store].
 func (s *Store) UpdateGroup(ctx context.Context, g store.Group) error {
 	ct, err := s.pool.Exec(ctx,
 		`UPDATE leaf_group SET time_zone = $2, step = $3, retention = $4, description = $5 WHERE biz_tag = $1`,
@@ -62,7 +60,7 @@ func (s *Store) UpdateGroup(ctx context.Context, g store.Group) error {
 	return affected("update group", g.BizTag, ct, err)
 }
 
-// RaisePrunedBefore implements [store.GroupStore] in one statement.
+// RaisePrunedBefore implements [store.Store] in one statement.
 func (s *Store) RaisePrunedBefore(ctx context.Context, tag, key string) (string, error) {
 	var got string
 	err := s.pool.QueryRow(ctx, `UPDATE leaf_group SET pruned_before = GREATEST(pruned_before, $2)
@@ -76,7 +74,7 @@ func (s *Store) RaisePrunedBefore(ctx context.Context, tag, key string) (string,
 	return got, nil
 }
 
-// DeleteGroup implements [store.GroupStore].
+// DeleteGroup implements [store.Store].
 func (s *Store) DeleteGroup(ctx context.Context, tag string) error {
 	ct, err := s.pool.Exec(ctx, `DELETE FROM leaf_group WHERE biz_tag = $1`, tag)
 	return affected("delete group", tag, ct, err)

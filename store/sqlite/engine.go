@@ -16,3 +16,8 @@ func (s *Store) Engine(ctx context.Context) (store.Engine, error) {
 	}
 	return store.Engine{Name: store.EngineSQLite, Version: v}, nil
 }
+
+// RetryCounts returns nil: the SQLite store never re-runs a transaction
+// (one writer at a time, with a busy timeout), so leaf_store_retries_total
+// has no series for it.
+func (s *Store) RetryCounts() map[string]uint64 { return nil }

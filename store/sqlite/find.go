@@ -8,12 +8,12 @@ import (
 	"github.com/leaf-go/leaf/store/internal/sqlstore"
 )
 
-// FindGroups implements [store.GroupStore].
+// FindGroups implements [store.Store].
 func (s *Store) FindGroups(ctx context.Context, tags []string) ([]store.Group, error) {
 	return sqlstore.FindGroups(ctx, s.db, tags)
 }
 
-// Now implements [store.GroupStore]: SQLite runs in this process, so this is
+// Now implements [store.Store]: SQLite runs in this process, so this is
 // the host's clock.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return sqlstore.Now(ctx, s.db, `SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)`)

@@ -11,12 +11,10 @@ import (
 	"github.com/leaf-go/leaf/store/internal/sqlstore"
 )
 
-var _ store.GroupStore = (*Store)(nil)
-
-// Groups implements [store.GroupStore].
+// Groups implements [store.Store].
 func (s *Store) Groups(ctx context.Context) ([]store.Group, error) { return sqlstore.Groups(ctx, s.db) }
 
-// CreateGroup implements [store.GroupStore].
+// CreateGroup implements [store.Store].
 func (s *Store) CreateGroup(ctx context.Context, g store.Group) error {
 	return sqlstore.CreateGroup(ctx, s.db, g, func(err error) bool {
 		var se *sqlite.Error
@@ -24,17 +22,17 @@ func (s *Store) CreateGroup(ctx context.Context, g store.Group) error {
 	})
 }
 
-// UpdateGroup implements [store.GroupStore].
+// UpdateGroup implements [store.Store].
 func (s *Store) UpdateGroup(ctx context.Context, g store.Group) error {
 	return sqlstore.UpdateGroup(ctx, s.db, g)
 }
 
-// RaisePrunedBefore implements [store.GroupStore].
+// RaisePrunedBefore implements [store.Store].
 func (s *Store) RaisePrunedBefore(ctx context.Context, tag, key string) (string, error) {
 	return sqlstore.RaisePrunedBefore(ctx, s.db, tag, key)
 }
 
-// DeleteGroup implements [store.GroupStore].
+// DeleteGroup implements [store.Store].
 func (s *Store) DeleteGroup(ctx context.Context, tag string) error {
 	return sqlstore.DeleteGroup(ctx, s.db, tag)
 }

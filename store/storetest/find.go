@@ -13,17 +13,13 @@ import (
 // back, across more names than one statement asks for, names compared
 // case-sensitively; and Now reads a clock near this host's (the databases
 // of the suite run here).
-func testFind(t *testing.T, s Admin) {
-	gs, ok := s.(store.GroupStore)
-	if !ok {
-		t.Fatalf("%T is not a store.GroupStore", s)
-	}
+func testFind(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	for _, tag := range []string{"find-a", "find-b"} {
 		create(t, s, store.Row{BizTag: tag, Step: 10})
 	}
 	create(t, s, store.Row{BizTag: "find-c", Step: 10, Ordered: true})
-	if err := gs.CreateGroup(ctx, store.Group{BizTag: "find-g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:4}", Step: 10}); err != nil {
+	if err := s.CreateGroup(ctx, store.Group{BizTag: "find-g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:4}", Step: 10}); err != nil {
 		t.Fatalf("CreateGroup = %v", err)
 	}
 	// 2.2 chunks of names, the real ones at the start, across a chunk
@@ -43,15 +39,15 @@ func testFind(t *testing.T, s Admin) {
 	if got, err := s.FindTags(ctx, nil); err != nil || len(got) != 0 {
 		t.Fatalf("FindTags(nil) = %v, %v, want none", got, err)
 	}
-	groups, err := gs.FindGroups(ctx, names)
+	groups, err := s.FindGroups(ctx, names)
 	if err != nil || len(groups) != 1 || groups[0].BizTag != "find-g" || groups[0].Format != "{yyyyMMdd}{seq:4}" {
 		t.Fatalf("FindGroups(%d names) = %+v, %v, want the declaration of find-g", len(names), groups, err)
 	}
-	if got, err := gs.FindGroups(ctx, []string{"find-a", "FIND-G"}); err != nil || len(got) != 0 {
+	if got, err := s.FindGroups(ctx, []string{"find-a", "FIND-G"}); err != nil || len(got) != 0 {
 		t.Fatalf("FindGroups(find-a, FIND-G) = %+v, %v, want none", got, err)
 	}
 	before := time.Now()
-	now, err := gs.Now(ctx)
+	now, err := s.Now(ctx)
 	if err != nil {
 		t.Fatalf("Now() = %v", err)
 	}

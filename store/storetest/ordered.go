@@ -13,7 +13,7 @@ import (
 // a plain Create over a stale leaf_ordered row (a tag deleted by plain SQL,
 // as a Java Leaf operator would) clears it: a tag created plain is never
 // served as ordered.
-func testOrdered(t *testing.T, s Admin) {
+func testOrdered(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "ord", Step: 10, Ordered: true})
 	create(t, s, store.Row{BizTag: "plain", Step: 10})

@@ -17,16 +17,6 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// Admin is the part of a store beyond [store.Store] that the admin API and
-// leafctl use; every dialect's *Store implements it.
-type Admin interface {
-	store.Store
-	// Update sets step and description of an existing row.
-	Update(ctx context.Context, tag string, step int64, description string) error
-	// Fence raises max_id to at least minMaxID and returns the row.
-	Fence(ctx context.Context, tag string, minMaxID int64) (store.Row, error)
-}
-
 // ExecSQL is implemented, in test builds only (export_test.go), by stores that
 // let the suite write rows Create refuses, such as a non-positive step. The
 // query has no parameters; the suite quotes its own literals.
@@ -40,7 +30,7 @@ type ExecSQL interface {
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
-		run  func(t *testing.T, s Admin)
+		run  func(t *testing.T, s store.Store)
 	}{
 		{"FirstAllocation", testFirstAllocation},
 		{"ConcurrentAllocationsDisjoint", testConcurrent},
@@ -63,12 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := open(t)
-			a, ok := s.(Admin)
-			if !ok {
-				t.Fatalf("%T does not implement storetest.Admin (Update, Fence)", s)
-			}
-			tt.run(t, a)
+			tt.run(t, open(t))
 		})
 	}
 }
@@ -102,7 +87,7 @@ func row(t *testing.T, s store.Store, tag string) store.Row {
 	return store.Row{}
 }
 
-func testFirstAllocation(t *testing.T, s Admin) {
+func testFirstAllocation(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "leaf-segment-test", MaxID: 1, Step: 2000, Description: "Test leaf Segment Mode Get Id"})
 	tests := []struct {
@@ -128,7 +113,7 @@ func testFirstAllocation(t *testing.T, s Admin) {
 
 // testConcurrent has 16 allocators take 50 segments each, half of them with a
 // custom step, and checks that the segments tile [1, max_id) exactly.
-func testConcurrent(t *testing.T, s Admin) {
+func testConcurrent(t *testing.T, s store.Store) {
 	const (
 		workers = 16
 		each    = 50
@@ -195,7 +180,7 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-func testUnknownTag(t *testing.T, s Admin) {
+func testUnknownTag(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "known", Step: 100})
 	tests := []struct {
@@ -215,7 +200,7 @@ func testUnknownTag(t *testing.T, s Admin) {
 	}
 }
 
-func testOverflow(t *testing.T, s Admin) {
+func testOverflow(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	const tag = "near-max"
 	// Create and Fence refuse a max_id this close to the end (ErrOverflow),
@@ -265,7 +250,7 @@ func containsQuoted(err error, tag string) bool {
 	return err != nil && strings.Contains(err.Error(), fmt.Sprintf("%q", tag))
 }
 
-func testBadStep(t *testing.T, s Admin) {
+func testBadStep(t *testing.T, s store.Store) {
 	ex, ok := s.(ExecSQL)
 	if !ok {
 		t.Skipf("%T has no ExecSQL test hook (export_test.go); cannot write a non-positive step", s)
@@ -297,7 +282,7 @@ func testBadStep(t *testing.T, s Admin) {
 	}
 }
 
-func testCustomStep(t *testing.T, s Admin) {
+func testCustomStep(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "custom", Step: 2000})
 	tests := []struct {
@@ -318,7 +303,7 @@ func testCustomStep(t *testing.T, s Admin) {
 	}
 }
 
-func testTagsAndRows(t *testing.T, s Admin) {
+func testTagsAndRows(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	tags, err := s.Tags(ctx)
 	if err != nil || len(tags) != 0 {
@@ -352,7 +337,7 @@ func testTagsAndRows(t *testing.T, s Admin) {
 	}
 }
 
-func testCreate(t *testing.T, s Admin) {
+func testCreate(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "dup", Step: 5})
 	tests := []struct {
@@ -391,7 +376,7 @@ func testCreate(t *testing.T, s Admin) {
 	}
 }
 
-func testDelete(t *testing.T, s Admin) {
+func testDelete(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "gone", Step: 5})
 	if err := s.Delete(ctx, "gone"); err != nil {
@@ -412,7 +397,7 @@ func testDelete(t *testing.T, s Admin) {
 // it is refused (store.ErrBelowTombstone, naming the tombstone), at or above
 // it succeeds and takes the tombstone out, ForceCreate goes below it and
 // says what it overrode; a second delete keeps the higher max_id.
-func testTombstone(t *testing.T, s Admin) {
+func testTombstone(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "tomb", Step: 1000})
 	for range 3 {
@@ -485,7 +470,7 @@ func testTombstone(t *testing.T, s Admin) {
 	create(t, s, store.Row{BizTag: "case", Step: 5})
 }
 
-func testUpdate(t *testing.T, s Admin) {
+func testUpdate(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "upd", Step: 5, Description: "old"})
 	if _, err := s.Allocate(ctx, "upd", 0); err != nil {
@@ -519,7 +504,7 @@ func testUpdate(t *testing.T, s Admin) {
 	}
 }
 
-func testFence(t *testing.T, s Admin) {
+func testFence(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "fence", MaxID: 1000, Step: 10})
 	tests := []struct {
@@ -564,7 +549,7 @@ func testFence(t *testing.T, s Admin) {
 	}
 }
 
-func testCancelled(t *testing.T, s Admin) {
+func testCancelled(t *testing.T, s store.Store) {
 	create(t, s, store.Row{BizTag: "c", Step: 5})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -12,7 +12,7 @@ import (
 // the return with its sequence number, is a no-op after any later allocation,
 // refuses a stale sequence number (rolling the lowering back) and bad
 // arguments.
-func testReturnTail(t *testing.T, s Admin) {
+func testReturnTail(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "tail", MaxID: 1, Step: 100})
 	create(t, s, store.Row{BizTag: "other", MaxID: 1, Step: 100})

@@ -33,7 +33,7 @@ func TestGroupsCardInBrowser(t *testing.T) {
 	}
 	t.Cleanup(func() { gen.Close() })
 	clock := clocktest.New(time.Date(2026, 12, 1, 23, 57, 0, 0, time.UTC))
-	groups, err := segment.NewGroups(ctx, gen, st.(segment.GroupStore), segment.GroupConfig{
+	groups, err := segment.NewGroups(ctx, gen, st, segment.GroupConfig{
 		PeriodsPath: filepath.Join(t.TempDir(), "group-periods.json"), Clock: clock, Tick: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ var springAccepts = []string{
 // itself (testdata/spring/SpringNegotiation.java, run with Debian's Spring
 // jars) what Leaf's server answers: the ID's Content-Type must be Spring's,
 // and the error must be HTML exactly where Spring Boot picks its HTML page.
-// The differences README lists are allowed: where Spring answers 406 leaf-go
+// The differences docs/compatibility.md lists are allowed: where Spring answers 406 leaf-go
 // answers text/plain, and range parameters are not echoed.
 func TestNegotiationAgainstSpring(t *testing.T) {
 	if testing.Short() {

@@ -51,7 +51,7 @@ var boundRoutes = []boundRoute{
 // cached waited 5 s (the load timeout) and /db hung until the client gave up.
 // Every route is asked at once, twice (the second round meets connections
 // the first one left stalled), on PostgreSQL and MariaDB. The bound is a
-// liveness limit the server promises (README "Bounded answers"), not a
+// liveness limit the server promises (docs/http.md "Bounded answers"), not a
 // speed figure: the server's own wait is --wait-timeout; the extra second is
 // the promise's slack for scheduling on a loaded machine.
 func TestBlackholeBound(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaf-go/leaf/internal/dbproc"
+	"github.com/leaf-go/leaf/internal/dbproctest"
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/servertest"
 	"github.com/leaf-go/leaf/store/dsn"
@@ -17,7 +17,7 @@ import (
 
 // TestDatabaseRestart: the database process itself goes away and comes
 // back, on a private PostgreSQL or MariaDB started for the test
-// (internal/dbproc; the shared servers are never touched). Two servers share
+// (internal/dbproctest; the shared servers are never touched). Two servers share
 // it, 4 clients each. Faults: a clean stop (PostgreSQL's fast shutdown,
 // MariaDB's SIGTERM) and kill -9 of every database process while an
 // allocation is in flight (a BEFORE UPDATE trigger sleeps 150 ms in the
@@ -35,7 +35,7 @@ func TestDatabaseRestart(t *testing.T) {
 	for _, kind := range []string{"postgres", "mysql"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			srv := dbproc.New(t, dbproc.Kind(kind))
+			srv := dbproctest.New(t, dbproctest.Kind(kind))
 			d := privateDB(t, srv)
 			phases := []struct {
 				tag, fault string
@@ -158,7 +158,7 @@ func TestDatabaseRestart(t *testing.T) {
 // privateDB is a db on a dbproc server: leaf_alloc migrated, the audit
 // trigger installed. raw keeps no idle connection, so that every read after
 // a restart opens a fresh one.
-func privateDB(t testing.TB, srv *dbproc.Server) *db {
+func privateDB(t testing.TB, srv *dbproctest.Server) *db {
 	t.Helper()
 	d := &db{kind: string(srv.Kind()), direct: srv.DSN()}
 	driver, src := "pgx", d.direct

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaf-go/leaf/internal/dbproc"
+	"github.com/leaf-go/leaf/internal/dbproctest"
 	"github.com/leaf-go/leaf/internal/dbtest"
-	"github.com/leaf-go/leaf/internal/galera"
+	"github.com/leaf-go/leaf/internal/galeratest"
 	"github.com/leaf-go/leaf/internal/servertest"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
@@ -24,7 +24,7 @@ import (
 const galeraParams = "wsrep_sync_wait=1"
 
 // TestGalera runs leaf-servers on a private 3-node MariaDB Galera cluster
-// (internal/galera), multi-master: server i lists the nodes starting with
+// (internal/galeratest), multi-master: server i lists the nodes starting with
 // node i, so each server writes through a different node and the hot row's
 // updates conflict across nodes (Galera's certification conflicts, 1213 at
 // COMMIT), which the store re-runs. One cluster, three phases in order:
@@ -43,7 +43,7 @@ const galeraParams = "wsrep_sync_wait=1"
 //     and holds the same row.
 func TestGalera(t *testing.T) {
 	t.Parallel()
-	c := galera.New(t, 3)
+	c := galeratest.New(t, 3)
 	d := galeraDB(t, c)
 	const wait = time.Second
 	servers := make([]*servertest.Proc, 3)
@@ -171,8 +171,8 @@ func TestGalera(t *testing.T) {
 	})
 }
 
-// galeraDB is database galera.DB on c, migrated and audited through node 1.
-func galeraDB(t *testing.T, c *galera.Cluster) *db {
+// galeraDB is database galeratest.DB on c, migrated and audited through node 1.
+func galeraDB(t *testing.T, c *galeratest.Cluster) *db {
 	t.Helper()
 	d := &db{kind: "mysql", direct: c.Nodes[0].DSN() + "&" + galeraParams}
 	d.raw = openRaw(t, "mysql", strings.TrimPrefix(d.direct, "mysql://"))
@@ -211,7 +211,7 @@ const auditTrigger = `CREATE TRIGGER leaf_audit AFTER UPDATE ON leaf_alloc FOR E
 // settings class as the Galera nodes, migrated and audited.
 func dbprocMariaDB(t *testing.T) *db {
 	t.Helper()
-	return privateDB(t, dbproc.New(t, dbproc.MariaDB))
+	return privateDB(t, dbproctest.New(t, dbproctest.MariaDB))
 }
 
 // targets are clients per server asking tag's single IDs into tl.
@@ -236,7 +236,7 @@ func loadFor(servers []*servertest.Proc, tag string, clients int, run, wait time
 
 // conflicts sums Galera's certification failures and brute-force aborts
 // over the nodes: each made a transaction fail that the store re-ran.
-func conflicts(t *testing.T, c *galera.Cluster) int64 {
+func conflicts(t *testing.T, c *galeratest.Cluster) int64 {
 	t.Helper()
 	var n int64
 	for _, nd := range c.Nodes {
@@ -254,7 +254,7 @@ func conflicts(t *testing.T, c *galera.Cluster) int64 {
 
 // checkNodeServes allocates tag once through node n alone and checks that
 // the range starts at or above the max_id node 1 holds (n caught up).
-func checkNodeServes(t *testing.T, n *galera.Node, d *db, tag string) {
+func checkNodeServes(t *testing.T, n *galeratest.Node, d *db, tag string) {
 	t.Helper()
 	before := d.maxID(t, tag)
 	st, err := dsn.Open(context.Background(), n.DSN()+"&"+galeraParams, false)

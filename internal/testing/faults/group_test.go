@@ -34,7 +34,7 @@ func TestGroupedMidnight(t *testing.T) {
 				t.Skip("no tzdata:", err)
 			}
 			d := newDB(t, kind)
-			if err := d.st.(store.GroupStore).CreateGroup(context.Background(), store.Group{BizTag: "ord", Grp: "day",
+			if err := d.st.CreateGroup(context.Background(), store.Group{BizTag: "ord", Grp: "day",
 				TimeZone: "America/Santiago", Format: "{yyyyMMdd}{seq:8}", Step: 20}); err != nil {
 				t.Fatal(err)
 			}

@@ -107,15 +107,15 @@ var tidbSeq atomic.Int64
 // openStore opens the store of dsnStr, migrated, closed in t.Cleanup.
 func openStore(t *testing.T, dsnStr string) *mysqlstore.Store {
 	t.Helper()
-	st, err := dsn.Open(context.Background(), dsnStr, true)
+	c, err := dsn.Parse(dsnStr)
+	if err != nil || c.Dialect != dsn.MySQL {
+		t.Fatalf("open %s: %v, want a mysql:// DSN", dsn.Redact(dsnStr), err)
+	}
+	ms, err := mysqlstore.Open(context.Background(), c.DSN, true)
 	if err != nil {
 		t.Fatalf("open %s: %v", dsn.Redact(dsnStr), err)
 	}
-	t.Cleanup(func() { st.Close() })
-	ms, ok := st.(*mysqlstore.Store)
-	if !ok {
-		t.Fatalf("open %s: a %T, want the MySQL store", dsn.Redact(dsnStr), st)
-	}
+	t.Cleanup(func() { ms.Close() })
 	return ms
 }
 

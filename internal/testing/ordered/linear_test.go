@@ -24,7 +24,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/leaf-go/leaf/client"
-	"github.com/leaf-go/leaf/internal/dbproc"
+	"github.com/leaf-go/leaf/internal/dbproctest"
 	"github.com/leaf-go/leaf/internal/servertest"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
@@ -173,7 +173,7 @@ func (f *fleet) urls() []string {
 }
 
 // TestOrderedLinearizable: 3 leaf-servers share an ordered tag on a private
-// database server (internal/dbproc: the shared servers are never
+// database server (internal/dbproctest: the shared servers are never
 // restarted). 24 HTTP clients call Leaf's route, 4 the batch route (3 IDs
 // per request) and 4 use the Go client's Ordered with all servers, while
 // one leaf-server is killed with kill -9 and started again, and then the
@@ -182,9 +182,9 @@ func (f *fleet) urls() []string {
 // and, checked directly too, each answer larger than every answer that
 // returned before its request was sent.
 func TestOrderedLinearizable(t *testing.T) {
-	for _, kind := range []dbproc.Kind{dbproc.Postgres, dbproc.MariaDB} {
+	for _, kind := range []dbproctest.Kind{dbproctest.Postgres, dbproctest.MariaDB} {
 		t.Run(string(kind), func(t *testing.T) {
-			srv := dbproc.New(t, kind)
+			srv := dbproctest.New(t, kind)
 			ctx := context.Background()
 			st, err := dsn.Open(ctx, srv.DSN(), true)
 			if err != nil {

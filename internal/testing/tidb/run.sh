@@ -107,6 +107,7 @@ cleanup() {
 	rm -rf "$run"
 }
 trap cleanup EXIT
+cd "$run"
 "$bin" -store unistore -path "" -host 127.0.0.1 -P "$TIDB_PORT" -status "$TIDB_STATUS_PORT" \
 	-log-file "$run/tidb.log" >"$run/stdout.log" 2>&1 &
 pid=$!

@@ -1,10 +1,10 @@
 //go:build unix
 
-// Package galera runs a private MariaDB Galera cluster (multi-master,
+// Package galeratest runs a private MariaDB Galera cluster (multi-master,
 // synchronous replication; Debian's galera-4) as child processes of a test,
 // on loopback ports of its own, so that a fault test can kill -9 a node,
 // isolate one from the others and let it rejoin without touching the shared
-// servers other tests use (the multi-node counterpart of internal/dbproc).
+// servers other tests use (the multi-node counterpart of internal/dbproctest).
 //
 // Each node is mariadbd with the Galera provider, a data directory of its
 // own and four free loopback ports (SQL, group communication, IST, SST).
@@ -19,7 +19,7 @@
 // so New skips under `go test -short`, and also when a binary is missing
 // (mariadbd, mariadb-install-db, rsync, the galera-4 library), naming it; with
 // CI=true it fails instead.
-package galera
+package galeratest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package galera_test
+package galeratest_test
 
 import (
 	"database/sql"
@@ -7,20 +7,20 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
-	"github.com/leaf-go/leaf/internal/galera"
+	"github.com/leaf-go/leaf/internal/galeratest"
 )
 
 // TestCluster: three synced nodes in one primary component; a row written
 // on the first node is read on the third (wsrep_sync_wait=1 waits for it).
 func TestCluster(t *testing.T) {
-	c := galera.New(t, 3)
+	c := galeratest.New(t, 3)
 	for _, n := range c.Nodes {
 		st, err := n.Status()
 		if err != nil || st["wsrep_cluster_size"] != "3" || st["wsrep_cluster_status"] != "Primary" {
 			t.Fatalf("%s status = %v, %v; want a 3-node primary component", n.Name(), st, err)
 		}
 	}
-	open := func(n *galera.Node) *sql.DB {
+	open := func(n *galeratest.Node) *sql.DB {
 		db, err := sql.Open("mysql", strings.TrimPrefix(n.DSN(), "mysql://")+"&wsrep_sync_wait=1")
 		if err != nil {
 			t.Fatal(err)

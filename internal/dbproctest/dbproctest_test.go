@@ -1,4 +1,4 @@
-package dbproc_test
+package dbproctest_test
 
 import (
 	"database/sql"
@@ -8,23 +8,23 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/leaf-go/leaf/internal/dbproc"
+	"github.com/leaf-go/leaf/internal/dbproctest"
 )
 
 // TestStopKillStart: a committed row survives a clean stop and a kill -9,
 // and the server answers on the same DSN after each start.
 func TestStopKillStart(t *testing.T) {
 	tests := []struct {
-		give   dbproc.Kind
+		give   dbproctest.Kind
 		driver string
 	}{
-		{dbproc.Postgres, "pgx"},
-		{dbproc.MariaDB, "mysql"},
+		{dbproctest.Postgres, "pgx"},
+		{dbproctest.MariaDB, "mysql"},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.give), func(t *testing.T) {
 			t.Parallel()
-			s := dbproc.New(t, tt.give)
+			s := dbproctest.New(t, tt.give)
 			db, err := sql.Open(tt.driver, strings.TrimPrefix(s.DSN(), "mysql://"))
 			if err != nil {
 				t.Fatal(err)

@@ -1,6 +1,6 @@
 //go:build unix
 
-// Package dbproc runs a private PostgreSQL or MariaDB server as a child
+// Package dbproctest runs a private PostgreSQL or MariaDB server as a child
 // process of a test, on a fresh data directory and a free loopback port, so
 // that a fault test can stop it, kill -9 it and start it again without
 // touching the shared servers other tests use.
@@ -17,7 +17,7 @@
 // with a message naming what is missing, or fails when CI=true. Under
 // `go test -short` (`make check`) [New] skips without starting anything, even
 // when CI=true.
-package dbproc
+package dbproctest
 
 import (
 	"context"
