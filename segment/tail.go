@@ -3,6 +3,7 @@ package segment
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/leaf-go/leaf/store"
 )
@@ -249,4 +250,27 @@ func (g *Generator) checkReturned(ctx context.Context, b *buffer) (int64, bool) 
 		g.log.Warn("segment: tail return not applied", "biz_tag", b.tag, "err", err)
 	}
 	return b.highMax, lowered
+}
+
+// SplitRowTag reports whether tag is named like a period row,
+// "<base>:<key>" with key 4, 6 or 8 digits, and returns both parts. Such
+// names are the leaf_alloc rows of the periods of grouped tags (package
+// segment/group, which names them); the generator leaves them out of tail
+// returns ([Generator.ReturnTails]), and the group package uses it to
+// refuse plain tags and to list periods.
+func SplitRowTag(tag string) (base, key string, ok bool) {
+	i := strings.LastIndexByte(tag, ':')
+	if i < 1 {
+		return "", "", false
+	}
+	key = tag[i+1:]
+	if n := len(key); n != 4 && n != 6 && n != 8 {
+		return "", "", false
+	}
+	for j := 0; j < len(key); j++ {
+		if key[j] < '0' || key[j] > '9' {
+			return "", "", false
+		}
+	}
+	return tag[:i], key, true
 }
