@@ -36,7 +36,7 @@ type tail struct {
 // With a next segment the tail runs to its end; it starts inside cur only
 // when next begins where cur ends, since another server's segment may lie
 // between them. Period rows of grouped tags are left out (ok false): their
-// rows are run by Groups, which this return was not designed with.
+// rows are run by segment/group, which this return was not designed with.
 func unusedTail(tag string, cur, next *segment, used int64) (t tail, ok bool) {
 	if cur == nil {
 		return tail{}, false

@@ -43,7 +43,7 @@ func startGroupServer(t *testing.T, d *testDB, clock *clocktest.Clock, dir strin
 	})
 	if err != nil {
 		gen.Close()
-		t.Fatalf("NewGroups: %v", err)
+		t.Fatalf("group.New: %v", err)
 	}
 	s := &groupServer{gen: gen, gs: gs, clock: clock, dir: dir}
 	t.Cleanup(s.stop)
@@ -274,7 +274,7 @@ func TestGroupPrune(t *testing.T) {
 	}
 	// Now 3 December; periods 30 Nov, 1 and 2 Dec exist.
 	if _, err := a.gs.Prune(context.Background(), "p", "20261204"); !errors.Is(err, group.ErrDecl) {
-		t.Fatalf("Prune(past today) = %v, want ErrGroupDecl", err)
+		t.Fatalf("Prune(past today) = %v, want ErrDecl", err)
 	}
 	if key, _ := a.gs.RetentionKey("p", clockA.Now()); key != "20261202" {
 		t.Fatalf("RetentionKey = %s, want 20261202 (keep 2 periods: 2 and 3 Dec)", key)
@@ -316,7 +316,7 @@ func TestGroupDeclareRefuses(t *testing.T) {
 		{BizTag: "g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 10, Retention: -1},
 	} {
 		if err := s.gs.Declare(context.Background(), bad); !errors.Is(err, group.ErrDecl) {
-			t.Errorf("Declare(%+v) = %v, want ErrGroupDecl", bad, err)
+			t.Errorf("Declare(%+v) = %v, want ErrDecl", bad, err)
 		}
 	}
 	declare(t, s.gs, ok)
@@ -328,7 +328,7 @@ func TestGroupDeclareRefuses(t *testing.T) {
 		{BizTag: "g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}1{seq:5}", Step: 10},
 	} {
 		if err := s.gs.Update(context.Background(), ch); !errors.Is(err, group.ErrDecl) {
-			t.Errorf("Update(%+v) = %v, want ErrGroupDecl", ch, err)
+			t.Errorf("Update(%+v) = %v, want ErrDecl", ch, err)
 		}
 	}
 	gst := d.Store
@@ -356,7 +356,7 @@ func TestGroupPeriodMarksFile(t *testing.T) {
 	}
 	if gs, err := group.New(context.Background(), gen, d.Store, group.Config{PeriodsPath: bad}); err == nil {
 		gs.Close()
-		t.Fatal("NewGroups with a damaged period file = nil error, want a refusal")
+		t.Fatal("group.New with a damaged period file = nil error, want a refusal")
 	}
 	// The file's folder does not exist at start (no marks yet); then a
 	// plain file takes its name, so every write fails.

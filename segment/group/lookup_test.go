@@ -33,7 +33,7 @@ func TestGroupDeclaredElsewhere(t *testing.T) {
 			}
 			// As leafctl tag create --group does it: on the database only.
 			if err := group.Declare(ctx, st, store.Group{BizTag: "order", Grp: "day", TimeZone: "UTC", Format: "ORD{yyyyMMdd}{seq:4}", Step: 10}); err != nil {
-				t.Fatalf("DeclareGroup(order) = %v", err)
+				t.Fatalf("group.Declare(order) = %v", err)
 			}
 			ids, err := s.gs.Next(ctx, "order", 2, nil)
 			if err != nil || len(ids) != 2 || ids[0] != "ORD202612010001" || ids[1] != "ORD202612010002" {
@@ -43,7 +43,7 @@ func TestGroupDeclaredElsewhere(t *testing.T) {
 				t.Error("Has(order) = false after it was served")
 			}
 			if err := group.Declare(ctx, st, store.Group{BizTag: "late", Grp: "year", TimeZone: "UTC", Format: "{yyyy}{seq:4}", Step: 10}); err != nil {
-				t.Fatalf("DeclareGroup(late) = %v", err)
+				t.Fatalf("group.Declare(late) = %v", err)
 			}
 			if _, err := s.gs.Next(ctx, "late", 1, nil); !errors.Is(err, group.ErrNotGrouped) {
 				t.Fatalf("Next(late) right after its miss = %v, want ErrNotGrouped (remembered for a second)", err)
@@ -89,7 +89,7 @@ func TestGroupPruneLive(t *testing.T) {
 			// The same refusal from leafctl (no server), whose clock is ahead.
 			decl, _ := right.gs.Declaration("order")
 			if _, err := group.Prune(ctx, d.Store, decl, tomorrow, now.Add(24*time.Hour)); !errors.Is(err, group.ErrPruneLive) {
-				t.Fatalf("PruneGroup(before %s) with the clock a day ahead = %v, want ErrPruneLive", tomorrow, err)
+				t.Fatalf("group.Prune(before %s) with the clock a day ahead = %v, want ErrPruneLive", tomorrow, err)
 			}
 			// Yesterday's period ended long ago on every clock: pruned.
 			yesterday := key(now.Add(-24 * time.Hour))

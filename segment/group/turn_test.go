@@ -26,7 +26,7 @@ func TestGroupReloadTurnHonoursContext(t *testing.T) {
 	gs, err := group.New(context.Background(), g, st, group.Config{
 		PeriodsPath: filepath.Join(t.TempDir(), "group-periods.json"), Tick: time.Hour})
 	if err != nil {
-		t.Fatalf("NewGroups: %v", err)
+		t.Fatalf("group.New: %v", err)
 	}
 	defer gs.Close()
 	segtest.WaitTurn(t, st, gs.Reload)
@@ -59,7 +59,7 @@ func TestPeriodSwitchBounded(t *testing.T) {
 	gs, err := group.New(context.Background(), g, st, group.Config{
 		PeriodsPath: filepath.Join(t.TempDir(), "group-periods.json"), Tick: time.Hour})
 	if err != nil {
-		t.Fatalf("NewGroups: %v", err)
+		t.Fatalf("group.New: %v", err)
 	}
 	defer gs.Close()
 	if err := gs.Declare(context.Background(), store.Group{BizTag: "order", Grp: "day", TimeZone: "UTC",
