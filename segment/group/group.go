@@ -203,10 +203,10 @@ type period struct {
 // before closing gen.
 func New(ctx context.Context, gen *segment.Generator, st Store, cfg Config) (*Groups, error) {
 	if gen == nil || st == nil {
-		return nil, errors.New("segment: New needs a generator and a store")
+		return nil, errors.New("group: New needs a generator and a store")
 	}
 	if cfg.PrepareAhead < 0 || cfg.Tick < 0 || cfg.PruneMargin < 0 {
-		return nil, fmt.Errorf("segment: Config PrepareAhead %v, Tick %v and PruneMargin %v must be >= 0", cfg.PrepareAhead, cfg.Tick, cfg.PruneMargin)
+		return nil, fmt.Errorf("group: Config PrepareAhead %v, Tick %v and PruneMargin %v must be >= 0", cfg.PrepareAhead, cfg.Tick, cfg.PruneMargin)
 	}
 	if cfg.PruneMargin == 0 {
 		cfg.PruneMargin = DefaultPruneMargin
