@@ -32,6 +32,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/buildinfo"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store"
 )
@@ -48,7 +49,7 @@ type Deps struct {
 	// Groups serves date-grouped tags (group.go): the formatted and parse
 	// routes, Leaf's route on a grouped tag, /api/v1/admin/groups…; nil
 	// when segment mode is off.
-	Groups *segment.Groups
+	Groups *group.Groups
 	// Snowflake serves /api/snowflake/get/{key}, the snowflake batch route
 	// and the status page; nil when snowflake mode is off (decode and encode
 	// then use [snowflake.DefaultLayout]).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaf-go/leaf/bizno"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store"
 )
@@ -309,16 +310,16 @@ var failures = []failure{
 	{segment.ErrNotInitialized, idRoutes, http.StatusServiceUnavailable, "not_initialized", ""},
 
 	// Date-grouped tags (docs/contract.md §10).
-	{segment.ErrNotGrouped, allRoutes, http.StatusNotFound, "not_grouped",
+	{group.ErrNotGrouped, allRoutes, http.StatusNotFound, "not_grouped",
 		": declare it with POST /api/v1/admin/groups or leafctl tag create --group"},
 	// This server's clock is behind a prune.
-	{segment.ErrPruned, idRoutes, http.StatusConflict, "period_pruned", ""},
+	{group.ErrPruned, idRoutes, http.StatusConflict, "period_pruned", ""},
 	// The period used its template's width.
 	{bizno.ErrWidth, idRoutes, http.StatusConflict, "width_exhausted", ""},
-	{segment.ErrGroupDecl, adminRoutes, http.StatusBadRequest, "bad_group", ""},
-	{segment.ErrPruneLive, adminRoutes, http.StatusConflict, "period_live", ""},
+	{group.ErrDecl, adminRoutes, http.StatusBadRequest, "bad_group", ""},
+	{group.ErrPruneLive, adminRoutes, http.StatusConflict, "period_live", ""},
 	// A plain tag named like a grouped tag or one of its period rows.
-	{segment.ErrGroupRow, adminRoutes, http.StatusConflict, "grouped_tag_row", ""},
+	{group.ErrPeriodRow, adminRoutes, http.StatusConflict, "grouped_tag_row", ""},
 
 	// The admin API's store calls.
 	{store.ErrTagNotFound, adminRoutes, http.StatusNotFound, "tag_not_found", ""},

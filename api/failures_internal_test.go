@@ -18,6 +18,7 @@ import (
 
 	"github.com/leaf-go/leaf/bizno"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/store"
 )
@@ -29,7 +30,7 @@ type answer struct {
 }
 
 // sentinelAnswers is every sentinel error of the packages whose errors
-// reach the JSON API (segment, snowflake, store, bizno), with the answer of
+// reach the JSON API (segment, segment/group, snowflake, store, bizno), with the answer of
 // an ID request (idError, given the package's Leaf code) and of an admin
 // call (storeError) that fails with it. Those not in failures get the
 // fallbacks: 503 not_ready (not_initialized for Leaf's -1) and 503
@@ -40,15 +41,15 @@ var sentinelAnswers = map[string]struct {
 	leafCodeOf func(error) int64
 }{
 	"segment.ErrClosed":            {segment.ErrClosed, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
-	"segment.ErrGroupDecl":         {segment.ErrGroupDecl, answer{503, "not_ready"}, answer{400, "bad_group"}, segment.Code},
-	"segment.ErrGroupRow":          {segment.ErrGroupRow, answer{503, "not_ready"}, answer{409, "grouped_tag_row"}, segment.Code},
+	"group.ErrDecl":                {group.ErrDecl, answer{503, "not_ready"}, answer{400, "bad_group"}, segment.Code},
+	"group.ErrPeriodRow":           {group.ErrPeriodRow, answer{503, "not_ready"}, answer{409, "grouped_tag_row"}, segment.Code},
 	"segment.ErrMissLimited":       {segment.ErrMissLimited, answer{429, "miss_lookup_limited"}, answer{503, "store_unavailable"}, segment.Code},
 	"segment.ErrNoSegment":         {segment.ErrNoSegment, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
-	"segment.ErrNotGrouped":        {segment.ErrNotGrouped, answer{404, "not_grouped"}, answer{404, "not_grouped"}, segment.Code},
+	"group.ErrNotGrouped":          {group.ErrNotGrouped, answer{404, "not_grouped"}, answer{404, "not_grouped"}, segment.Code},
 	"segment.ErrNotInitialized":    {segment.ErrNotInitialized, answer{503, "not_initialized"}, answer{503, "store_unavailable"}, segment.Code},
-	"segment.ErrNotNumeric":        {segment.ErrNotNumeric, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
-	"segment.ErrPruneLive":         {segment.ErrPruneLive, answer{503, "not_ready"}, answer{409, "period_live"}, segment.Code},
-	"segment.ErrPruned":            {segment.ErrPruned, answer{409, "period_pruned"}, answer{503, "store_unavailable"}, segment.Code},
+	"group.ErrNotNumeric":          {group.ErrNotNumeric, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
+	"group.ErrPruneLive":           {group.ErrPruneLive, answer{503, "not_ready"}, answer{409, "period_live"}, segment.Code},
+	"group.ErrPruned":              {group.ErrPruned, answer{409, "period_pruned"}, answer{503, "store_unavailable"}, segment.Code},
 	"segment.ErrRewound":           {segment.ErrRewound, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
 	"segment.ErrTagNotFound":       {segment.ErrTagNotFound, answer{404, "tag_not_found"}, answer{503, "store_unavailable"}, segment.Code},
 	"store.ErrBadLease":            {store.ErrBadLease, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
@@ -91,7 +92,7 @@ var sentinelAnswers = map[string]struct {
 // storeError; a sentinel added to one of those packages fails here until
 // it is listed, and so does an entry of failures no sentinel reaches.
 func TestFailuresCoverEverySentinel(t *testing.T) {
-	declared := declaredSentinels(t, "segment", "store", "snowflake", "bizno")
+	declared := declaredSentinels(t, "segment", "segment/group", "store", "snowflake", "bizno")
 	var listed []string
 	for name := range sentinelAnswers {
 		listed = append(listed, name)
@@ -164,7 +165,7 @@ func declaredSentinels(t *testing.T, pkgs ...string) []string {
 				for _, spec := range g.Specs {
 					for _, n := range spec.(*ast.ValueSpec).Names {
 						if strings.HasPrefix(n.Name, "Err") && n.IsExported() {
-							out = append(out, pkg+"."+n.Name)
+							out = append(out, filepath.Base(pkg)+"."+n.Name)
 						}
 					}
 				}

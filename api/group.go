@@ -9,6 +9,7 @@ import (
 
 	"github.com/leaf-go/leaf/bizno"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 )
 
 // groupRoutes mounts the routes of date-grouped tags (docs/contract.md
@@ -80,7 +81,7 @@ func (h *handler) groupParse(w http.ResponseWriter, r *http.Request) {
 	loc, _ := h.d.Groups.Location(tag)
 	start := p.Start(loc)
 	key := grp.Key(start)
-	writeJSON(w, http.StatusOK, parseAnswer{BizTag: tag, Period: key, Row: segment.RowTag(tag, key),
+	writeJSON(w, http.StatusOK, parseAnswer{BizTag: tag, Period: key, Row: group.RowTag(tag, key),
 		Sequence: strconv.FormatInt(p.Seq, 10), PeriodStart: start.Format("2006-01-02T15:04:05Z07:00")})
 }
 
@@ -102,7 +103,7 @@ func (h *handler) groupLeafGet(w http.ResponseWriter, r *http.Request, key strin
 	}
 	id, err := gs.NextInt(r.Context(), key)
 	switch {
-	case errors.Is(err, segment.ErrNotNumeric):
+	case errors.Is(err, group.ErrNotNumeric):
 		h.badRequest(w, r, "biz_tag "+strconv.Quote(key)+" is grouped and its IDs are not numbers that fit int64: use GET /api/v1/segment/"+key+"/formatted")
 	case err != nil:
 		h.leafError(w, r, segment.Code(err), err)
@@ -114,7 +115,7 @@ func (h *handler) groupLeafGet(w http.ResponseWriter, r *http.Request, key strin
 
 // groupDeclaredElsewhere reports, for a key the plain routes found no
 // leaf_alloc row of, whether leaf_group declares it (read now, as
-// [segment.Groups.Find] does: a tag declared by leafctl or another server
+// [group.Groups.Find] does: a tag declared by leafctl or another server
 // is served on its first request, not after the next re-read).
 func (h *handler) groupDeclaredElsewhere(r *http.Request, key string) bool {
 	if h.d.Groups == nil {

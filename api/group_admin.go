@@ -8,7 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -223,7 +223,7 @@ func (h *handler) refuseGroupedName(w http.ResponseWriter, r *http.Request, tag 
 	if h.d.Groups == nil {
 		return false
 	}
-	err := segment.CheckPlainTag(r.Context(), h.d.Store, tag)
+	err := group.CheckPlainTag(r.Context(), h.d.Store, tag)
 	if err == nil {
 		return false
 	}

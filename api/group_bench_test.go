@@ -11,6 +11,7 @@ import (
 
 	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -37,7 +38,7 @@ func BenchmarkFormattedBatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer gen.Close()
-	groups, err := segment.NewGroups(ctx, gen, st, segment.GroupConfig{
+	groups, err := group.New(ctx, gen, st, group.Config{
 		PeriodsPath: filepath.Join(b.TempDir(), "group-periods.json")})
 	if err != nil {
 		b.Fatal(err)
@@ -109,7 +110,7 @@ func BenchmarkLeafRouteWithGroups(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer gen.Close()
-	groups, err := segment.NewGroups(ctx, gen, st, segment.GroupConfig{
+	groups, err := group.New(ctx, gen, st, group.Config{
 		PeriodsPath: filepath.Join(b.TempDir(), "group-periods.json")})
 	if err != nil {
 		b.Fatal(err)

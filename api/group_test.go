@@ -15,6 +15,7 @@ import (
 	"github.com/leaf-go/leaf/internal/clocktest"
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -40,7 +41,7 @@ func groupServerStore(t *testing.T, dsnStr string, clock *clocktest.Clock) (*htt
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gen.Close() })
-	groups, err := segment.NewGroups(ctx, gen, st, segment.GroupConfig{
+	groups, err := group.New(ctx, gen, st, group.Config{
 		PeriodsPath: filepath.Join(t.TempDir(), "group-periods.json"), Clock: clock})
 	if err != nil {
 		t.Fatal(err)

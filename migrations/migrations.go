@@ -11,7 +11,7 @@
 // source (store.LeaseStore, snowflake/sqllease): one row per worker ID with
 // its owner, generation (fencing token), expiry and time high-water mark.
 // Version 3 adds leaf_group, the declarations of date-grouped tags
-// (store.Store's group methods, segment.Groups; docs/contract.md §10). Version 4 adds
+// (store.Store's group methods, segment/group's Groups; docs/contract.md §10). Version 4 adds
 // leaf_worker_lease.reported_ms, the holder's own clock at its last write
 // (the peer clock check at start). Version 5 adds
 // leaf_tombstone, the last max_id of every tag deleted through leaf-go

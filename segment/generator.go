@@ -19,7 +19,7 @@ type Generator struct {
 	log   *slog.Logger
 	marks Marks // nil: marks are not persisted
 	// miss runs the lookup rounds of tags not in the cache (miss.go).
-	miss lookupQueue[bool]
+	miss *Lookups[bool]
 
 	// markFail is the last mark Marks.Store could not make durable, nil
 	// once a later Store succeeded: while it is set, new segments are
@@ -49,7 +49,7 @@ type Generator struct {
 	cacheMu sync.Mutex // guards writes of cache, and misses
 	// misses holds the tags a lookup or load found without a row: for
 	// missTTL probe answers ErrTagNotFound for them without another lookup.
-	misses negCache
+	misses MissCache
 	// refreshTurn serialises Refresh calls so an older tag list never
 	// overwrites a newer one: a 1-slot semaphore (a token in the channel
 	// while a Refresh runs) rather than a mutex, so that a caller waiting
@@ -102,7 +102,7 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 		}
 		g.log.Info("segment: high-water marks loaded", "tags", len(m))
 	}
-	g.miss.find = g.findTags
+	g.miss = NewLookups(g, g.findTags)
 	empty := map[string]*buffer{}
 	g.cache.Store(&empty)
 	g.root, g.cancel = context.WithCancel(context.Background())
@@ -112,6 +112,18 @@ func New(ctx context.Context, st Store, cfg Config) (*Generator, error) {
 	g.spawn(g.refreshLoop)
 	return g, nil
 }
+
+// Config returns the generator's configuration with the defaults filled in
+// (the Clock, Logger and timeouts in use), for code built on the generator,
+// such as the group package, that follows its clock and bounds.
+func (g *Generator) Config() Config { return g.cfg }
+
+// Cached reports whether tag has a buffer in the generator's cache: it was
+// listed by the last tag-list read or found by a miss lookup since, so
+// [Generator.Tag] serves it without a miss lookup (which would answer
+// [ErrTagNotFound] for a name whose miss was remembered just before it was
+// created). Safe for concurrent use; takes no lock.
+func (g *Generator) Cached(tag string) bool { return (*g.cache.Load())[tag] != nil }
 
 // Ready reports whether the tag list has been read successfully at least
 // once (Leaf's initOK of the whole generator).

@@ -11,14 +11,15 @@ import (
 
 // Miss lookups: a name not in the cache is looked up in the database before
 // it is served (docs/contract.md §2.3): a plain tag in leaf_alloc by
-// [Generator.Get], a grouped tag in leaf_group by [Groups]. Their cost grows
+// [Generator.Get], a grouped tag in leaf_group by the group package (through
+// [Lookups] and [MissCache]). Their cost grows
 // with the distinct names asked, not with requests, so that a flood of
 // random names from one client cannot starve another client's new tag,
 // whatever address either comes from (behind a proxy or NAT all share one);
 // no per-client limit is kept:
 //
 //   - negative cache: a name found without a row answers [ErrTagNotFound]
-//     (or [ErrNotGrouped]) from memory for missTTL; at most maxMisses names
+//     (or the group package's ErrNotGrouped) from memory for missTTL; at most maxMisses names
 //     are remembered (a name is at most 128 characters: under 2 MB);
 //   - one round for many names: a name already asked joins that round; the
 //     names that miss while a round runs (or within missWindow of the
@@ -43,10 +44,14 @@ const (
 	maxPending = 8192
 )
 
-// lookupQueue runs the lookup rounds of one kind of name (leaf_alloc tags,
-// leaf_group declarations); find reads the rows of a round's names and
-// returns what it found of each.
-type lookupQueue[T any] struct {
+// Lookups runs the lookup rounds of one kind of name (leaf_alloc tags,
+// leaf_group declarations) by the rules above, on the goroutines of its
+// [Generator] and bounded by its [Config.LoadTimeout] and
+// [Config.WaitTimeout]. Make one with [NewLookups]; safe for concurrent use.
+type Lookups[T any] struct {
+	gen *Generator
+	// find reads the rows of a round's names and returns what it found of
+	// each.
 	find func(ctx context.Context, names []string) (map[string]T, error)
 
 	mu sync.Mutex // guards pending, inflight and running
@@ -55,6 +60,30 @@ type lookupQueue[T any] struct {
 	pending, inflight *lookupRound[T]
 	// running is true while run runs (gathering or querying).
 	running bool
+}
+
+// NewLookups returns the lookup rounds of a kind of name whose rows find
+// reads (one call per round, with the round's names; it returns what it
+// found of each, leaving out the names without a row). The rounds run on
+// g's goroutines: after g is closed every lookup answers [ErrClosed]. The
+// group package looks up leaf_group declarations with it.
+func NewLookups[T any](g *Generator, find func(ctx context.Context, names []string) (map[string]T, error)) *Lookups[T] {
+	return &Lookups[T]{gen: g, find: find}
+}
+
+// Find asks for name in a lookup round (the one that has it already, else
+// the next) and waits for the answer, at most [Config.WaitTimeout] of the
+// generator and until ctx ends; ok false means the round found no row of
+// name. Errors: [ErrMissLimited] when too many names wait for the next
+// round already (retry later); [ErrNoSegment] when the wait ended first
+// (wrapping ctx's cause) or wrapping the round's error when find failed;
+// [ErrClosed].
+func (q *Lookups[T]) Find(ctx context.Context, name string) (v T, ok bool, err error) {
+	r, err := q.ask(name)
+	if err != nil {
+		return v, false, err
+	}
+	return r.wait(ctx, q.gen, name)
 }
 
 // lookupRound is one round: the names asked, and once done is closed, what
@@ -69,7 +98,8 @@ type lookupRound[T any] struct {
 // ask returns the round that asks for name: the one waiting or under way
 // that already has it, else the next one, started on g's goroutines if
 // none runs. Errors: [ErrMissLimited] when maxPending names wait already.
-func (q *lookupQueue[T]) ask(g *Generator, name string) (*lookupRound[T], error) {
+func (q *Lookups[T]) ask(name string) (*lookupRound[T], error) {
+	g := q.gen
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, r := range []*lookupRound[T]{q.pending, q.inflight} {
@@ -102,7 +132,7 @@ func (q *lookupQueue[T]) ask(g *Generator, name string) (*lookupRound[T], error)
 // names missing together share a round, takes the pending round, runs find
 // once (bounded by [Config.LoadTimeout]) and answers every name of it. It
 // returns when no name waits, or when g is closed.
-func (q *lookupQueue[T]) run(g *Generator) {
+func (q *Lookups[T]) run(g *Generator) {
 	for {
 		t := time.NewTimer(missWindow)
 		select {
@@ -168,22 +198,23 @@ func (r *lookupRound[T]) failed() error {
 	}
 }
 
-// negCache is a negative cache: the names a lookup found without a row,
+// MissCache is a negative cache: the names a lookup found without a row,
 // with the time of the lookup, remembered for missTTL, at most maxMisses
 // of them. It keeps two generations: names go into cur; when cur is
 // missTTL old or holds maxMisses/2 names it becomes prev (the old prev is
 // dropped whole), so that adding a name never sweeps the cache. A name may
 // be forgotten early (then it is looked up again, batched with others).
-// Its owner's mutex guards it.
-type negCache struct {
+// The zero value is empty and ready; it is not safe for concurrent use:
+// its owner's mutex guards it.
+type MissCache struct {
 	cur, prev map[string]time.Time
 	// since is when cur was started.
 	since time.Time
 }
 
-// has reports whether name was found without a row less than missTTL
+// Has reports whether name was found without a row less than missTTL
 // before now.
-func (c *negCache) has(now time.Time, name string) bool {
+func (c *MissCache) Has(now time.Time, name string) bool {
 	at, ok := c.cur[name]
 	if !ok {
 		at, ok = c.prev[name]
@@ -191,8 +222,8 @@ func (c *negCache) has(now time.Time, name string) bool {
 	return ok && now.Sub(at) < missTTL
 }
 
-// add remembers name as found without a row at now.
-func (c *negCache) add(now time.Time, name string) {
+// Add remembers name as found without a row at now.
+func (c *MissCache) Add(now time.Time, name string) {
 	if c.cur == nil || now.Sub(c.since) >= missTTL || len(c.cur) >= maxMisses/2 {
 		c.prev, c.cur, c.since = c.cur, make(map[string]time.Time), now
 	}
@@ -200,7 +231,7 @@ func (c *negCache) add(now time.Time, name string) {
 }
 
 // forget drops the names for which drop returns true.
-func (c *negCache) forget(drop func(name string) bool) {
+func (c *MissCache) forget(drop func(name string) bool) {
 	for _, m := range []map[string]time.Time{c.cur, c.prev} {
 		for t := range m {
 			if drop(t) {
@@ -211,7 +242,7 @@ func (c *negCache) forget(drop func(name string) bool) {
 }
 
 // len is the number of names held, expired ones included.
-func (c *negCache) len() int { return len(c.cur) + len(c.prev) }
+func (c *MissCache) len() int { return len(c.cur) + len(c.prev) }
 
 // findTags is the find of the generator's lookup rounds: the names among
 // names that have a leaf_alloc row, each with whether it is an ordered tag
@@ -229,7 +260,7 @@ func (g *Generator) probe(ctx context.Context, tag string) (*buffer, error) {
 	if b, err := g.probeCached(tag); b != nil || err != nil {
 		return b, err
 	}
-	r, err := g.miss.ask(g, tag)
+	r, err := g.miss.ask(tag)
 	if err != nil {
 		if !g.ready.Load() {
 			return nil, fmt.Errorf("%w: tag list not read yet, %q unknown", ErrNotInitialized, tag)
@@ -250,7 +281,7 @@ func (g *Generator) probe(ctx context.Context, tag string) (*buffer, error) {
 		return b, nil
 	}
 	if !found {
-		g.misses.add(g.clock.Now(), tag)
+		g.misses.Add(g.clock.Now(), tag)
 		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
 	}
 	// One copy of the cache for every tag the round found (each has a
@@ -280,7 +311,7 @@ func (g *Generator) probeCached(tag string) (*buffer, error) {
 	if b := (*g.cache.Load())[tag]; b != nil {
 		return b, nil
 	}
-	if g.misses.has(g.clock.Now(), tag) {
+	if g.misses.Has(g.clock.Now(), tag) {
 		return nil, fmt.Errorf("%w: %q", ErrTagNotFound, tag)
 	}
 	return nil, nil
@@ -301,7 +332,7 @@ func (g *Generator) drop(b *buffer, missing bool) {
 	defer g.cacheMu.Unlock()
 	old := *g.cache.Load()
 	if missing && (old[b.tag] == nil || old[b.tag] == b) {
-		g.misses.add(g.clock.Now(), b.tag)
+		g.misses.Add(g.clock.Now(), b.tag)
 	}
 	if old[b.tag] != b {
 		return

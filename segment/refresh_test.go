@@ -2,13 +2,11 @@ package segment_test
 
 import (
 	"context"
-	"errors"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/leaf-go/leaf/internal/segtest"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 )
@@ -170,80 +168,6 @@ func (s *slowTagsAfterFirst) Rows(ctx context.Context) ([]store.Row, error) {
 	return s.slowTags.Rows(ctx)
 }
 
-// bothStores is what the SQL stores are: a segment store with leaf_group.
-type bothStores interface {
-	segment.Store
-	segment.GroupStore
-}
-
-// stallRows is a real store whose Rows and Groups, while stall is set,
-// block until their context ends (a database connection black-holed by a
-// partition), saying so on stalled first.
-type stallRows struct {
-	bothStores
-	stall   atomic.Bool
-	stalled chan struct{}
-}
-
-func (s *stallRows) block(ctx context.Context) error {
-	s.stalled <- struct{}{}
-	<-ctx.Done()
-	return ctx.Err()
-}
-
-func (s *stallRows) Rows(ctx context.Context) ([]store.Row, error) {
-	if s.stall.Load() {
-		return nil, s.block(ctx)
-	}
-	return s.bothStores.Rows(ctx)
-}
-
-func (s *stallRows) Groups(ctx context.Context) ([]store.Group, error) {
-	if s.stall.Load() {
-		return nil, s.block(ctx)
-	}
-	return s.bothStores.Groups(ctx)
-}
-
-// waitTurn runs call with a context that ends after 50 ms while another
-// call holds the turn, stalled on the database, and fails unless call gives
-// up with its context (it used to wait on a mutex until the stalled call
-// ended: here never, so the test's 30 s liveness limit would end it).
-func waitTurn(t *testing.T, st *stallRows, call func(context.Context) error) {
-	t.Helper()
-	holder, release := context.WithCancel(context.Background())
-	defer release()
-	first := make(chan error, 1)
-	st.stall.Store(true)
-	go func() { first <- call(holder) }()
-	<-st.stalled // the first call holds the turn, inside the store
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	second := make(chan error, 1)
-	go func() { second <- call(ctx) }()
-	select {
-	case err := <-second:
-		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "under way") {
-			t.Errorf("call while another is stalled = %v, want its context's deadline, waiting for the one under way", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("a call waited for the turn held by a stalled call past its own context's deadline")
-	}
-	select {
-	case err := <-first:
-		t.Fatalf("the stalled call returned %v before its context ended", err)
-	default:
-	}
-	release()
-	if err := <-first; !errors.Is(err, context.Canceled) {
-		t.Fatalf("stalled call after its context ended = %v, want context.Canceled", err)
-	}
-	st.stall.Store(false)
-	if err := call(context.Background()); err != nil {
-		t.Fatalf("call after the stalled one gave up = %v, want nil (the turn is free again)", err)
-	}
-}
-
 // TestRefreshTurnHonoursContext: a Refresh waiting for its turn while the
 // refresh loop's re-read is stalled on a database that does not answer
 // gives up with its context (an admin create re-reads the tag list within
@@ -252,92 +176,10 @@ func TestRefreshTurnHonoursContext(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
 	db.Create(t, "a", 1, 100)
-	st := &stallRows{bothStores: db.Store.(bothStores), stalled: make(chan struct{}, 1)}
+	st := segtest.NewStallRows(db.Store)
 	g := newGen(t, st, segment.Config{LoadTimeout: time.Hour})
-	waitTurn(t, st, g.Refresh)
+	segtest.WaitTurn(t, st, g.Refresh)
 	if id := mustGet(t, g, "a"); id != 1 {
 		t.Fatalf("Get(%q) = %d, want 1", "a", id)
-	}
-}
-
-// TestGroupReloadTurnHonoursContext: the same for the re-read of leaf_group
-// that the group admin routes make after a change.
-func TestGroupReloadTurnHonoursContext(t *testing.T) {
-	t.Parallel()
-	db := openDB(t, sqliteDB.dsn(t))
-	st := &stallRows{bothStores: db.Store.(bothStores), stalled: make(chan struct{}, 1)}
-	g := newGen(t, db.Store, segment.Config{})
-	gs, err := segment.NewGroups(context.Background(), g, st, segment.GroupConfig{
-		PeriodsPath: filepath.Join(t.TempDir(), "group-periods.json"), Tick: time.Hour})
-	if err != nil {
-		t.Fatalf("NewGroups: %v", err)
-	}
-	defer gs.Close()
-	waitTurn(t, st, gs.Reload)
-}
-
-// stallCreate is a real store whose Create, while stall is set, blocks
-// until its context ends.
-type stallCreate struct {
-	bothStores
-	stall atomic.Bool
-}
-
-func (s *stallCreate) Create(ctx context.Context, r store.Row) error {
-	if s.stall.Load() {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	return s.bothStores.Create(ctx, r)
-}
-
-// TestPeriodSwitchBounded: a grouped tag's switch to a new period, whose
-// row insert the database does not answer, ends with the generator's
-// WaitTimeout (the request answers an error in time), not with the
-// LoadTimeout that bounds the insert itself.
-func TestPeriodSwitchBounded(t *testing.T) {
-	t.Parallel()
-	db := openDB(t, sqliteDB.dsn(t))
-	st := &stallCreate{bothStores: db.Store.(bothStores)}
-	g := newGen(t, st, segment.Config{WaitTimeout: 50 * time.Millisecond, LoadTimeout: time.Hour})
-	gs, err := segment.NewGroups(context.Background(), g, st, segment.GroupConfig{
-		PeriodsPath: filepath.Join(t.TempDir(), "group-periods.json"), Tick: time.Hour})
-	if err != nil {
-		t.Fatalf("NewGroups: %v", err)
-	}
-	defer gs.Close()
-	if err := gs.Declare(context.Background(), store.Group{BizTag: "order", Grp: "day", TimeZone: "UTC",
-		Format: "ORD{yyyyMMdd}{seq:6}", Step: 100}); err != nil {
-		t.Fatalf("Declare: %v", err)
-	}
-	st.stall.Store(true)
-	done := make(chan error, 1)
-	go func() {
-		_, err := gs.Next(context.Background(), "order", 1, nil)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Next with the period row's insert unanswered = %v, want the wait timeout's deadline", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Next waited for the period row's insert past the wait timeout")
-	}
-	st.stall.Store(false)
-	// The period's row read and first load still have the 50 ms
-	// WaitTimeout, which a loaded machine may pass; the load goes on in the
-	// background (its own LoadTimeout), so a later Next is served. Wait for
-	// that, with a deadline.
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		ids, err := gs.Next(context.Background(), "order", 1, nil)
-		if err == nil && len(ids) == 1 {
-			break
-		}
-		waited := errors.Is(err, segment.ErrNoSegment) || errors.Is(err, context.DeadlineExceeded)
-		if err == nil || !waited || time.Now().After(deadline) {
-			t.Fatalf("Next once the database answers = %v, %v, want one ID (within 30 s)", ids, err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

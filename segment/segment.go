@@ -114,7 +114,7 @@ var (
 	// ErrClosed is returned by Get after Close (Code maps it to -3).
 	ErrClosed = errors.New("segment: generator closed")
 	// ErrMissLimited is returned by Get and Tag for a tag not in the cache
-	// (and by [Groups.Next] for a name not declared here) when 8,192
+	// (and by segment/group's Groups.Next for a name not declared here) when 8,192
 	// unknown names wait for the next lookup round already: nobody looked;
 	// retry later. Code -5 (ours; Leaf has no such code).
 	ErrMissLimited = errors.New("segment: too many unknown names wait for a lookup")

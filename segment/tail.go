@@ -3,6 +3,7 @@ package segment
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/leaf-go/leaf/store"
 )
@@ -35,7 +36,7 @@ type tail struct {
 // With a next segment the tail runs to its end; it starts inside cur only
 // when next begins where cur ends, since another server's segment may lie
 // between them. Period rows of grouped tags are left out (ok false): their
-// rows are run by Groups, which this return was not designed with.
+// rows are run by segment/group, which this return was not designed with.
 func unusedTail(tag string, cur, next *segment, used int64) (t tail, ok bool) {
 	if cur == nil {
 		return tail{}, false
@@ -249,4 +250,27 @@ func (g *Generator) checkReturned(ctx context.Context, b *buffer) (int64, bool) 
 		g.log.Warn("segment: tail return not applied", "biz_tag", b.tag, "err", err)
 	}
 	return b.highMax, lowered
+}
+
+// SplitRowTag reports whether tag is named like a period row,
+// "<base>:<key>" with key 4, 6 or 8 digits, and returns both parts. Such
+// names are the leaf_alloc rows of the periods of grouped tags (package
+// segment/group, which names them); the generator leaves them out of tail
+// returns ([Generator.ReturnTails]), and the group package uses it to
+// refuse plain tags and to list periods.
+func SplitRowTag(tag string) (base, key string, ok bool) {
+	i := strings.LastIndexByte(tag, ':')
+	if i < 1 {
+		return "", "", false
+	}
+	key = tag[i+1:]
+	if n := len(key); n != 4 && n != 6 && n != 8 {
+		return "", "", false
+	}
+	for j := 0; j < len(key); j++ {
+		if key[j] < '0' || key[j] > '9' {
+			return "", "", false
+		}
+	}
+	return tag[:i], key, true
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -65,7 +66,7 @@ func startSegment(ctx context.Context, cfg Config, st store.Store, lazy *lazySto
 	deps.Segment, deps.Store, deps.LoadMetrics = gen, st, loads
 	// Date-grouped tags (issue 14): declarations in leaf_group, the latest
 	// period issued per tag in the data dir.
-	groups, err := segment.NewGroups(ctx, gen, st, segment.GroupConfig{
+	groups, err := group.New(ctx, gen, st, group.Config{
 		PeriodsPath: filepath.Join(cfg.DataDir, "group-periods.json"),
 		Clock:       testClock(segment.SystemClock{}), // offset from a file in leaftest builds only
 		Logger:      log,
@@ -101,7 +102,7 @@ func seedDemo(ctx context.Context, st store.Store, log *slog.Logger) error {
 }
 
 // closeGroups stops the grouped tags' loop (nil: none started).
-func closeGroups(g *segment.Groups) error {
+func closeGroups(g *group.Groups) error {
 	if g == nil {
 		return nil
 	}
@@ -116,7 +117,7 @@ func closeGroups(g *segment.Groups) error {
 // already), then segment.Generator.ReturnTails runs; all within
 // --shutdown-timeout. A failure is logged: the tail is then
 // skipped, as without tail return.
-func returnTails(cfg Config, gen *segment.Generator, groups *segment.Groups, log *slog.Logger) {
+func returnTails(cfg Config, gen *segment.Generator, groups *group.Groups, log *slog.Logger) {
 	if !cfg.ReturnTail {
 		return
 	}

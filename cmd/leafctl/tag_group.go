@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leaf-go/leaf/bizno"
-	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -71,8 +71,8 @@ func createGroup(cmd *cobra.Command, e env, g *globals, tag string, step int64, 
 	d := store.Group{BizTag: tag, Grp: gf.group, TimeZone: gf.timeZone, Format: gf.format, Step: step,
 		Retention: gf.retention, Description: desc}
 	return withStore(cmd, g, func(ctx context.Context, st store.Store) error {
-		if err := segment.DeclareGroup(ctx, st, d); err != nil {
-			if errors.Is(err, segment.ErrGroupDecl) {
+		if err := group.Declare(ctx, st, d); err != nil {
+			if errors.Is(err, group.ErrDecl) {
 				return &usageError{err}
 			}
 			return err
@@ -86,8 +86,8 @@ func createGroup(cmd *cobra.Command, e env, g *globals, tag string, step int64, 
 // checkPlainName refuses a plain tag named like a grouped tag or its
 // periods. A database without leaf_group (not migrated) has no grouped tags.
 func checkPlainName(ctx context.Context, st store.Store, tag string) error {
-	err := segment.CheckPlainTag(ctx, st, tag)
-	if errors.Is(err, segment.ErrGroupRow) {
+	err := group.CheckPlainTag(ctx, st, tag)
+	if errors.Is(err, group.ErrPeriodRow) {
 		return err
 	}
 	return nil // no leaf_group table yet: nothing to collide with
@@ -141,8 +141,8 @@ func updateGroup(cmd *cobra.Command, e env, g *globals, tag string, step int64, 
 		if fl.Changed("description") {
 			d.Description = desc
 		}
-		if err := segment.UpdateGroupDecl(ctx, st, d); err != nil {
-			if errors.Is(err, segment.ErrGroupDecl) {
+		if err := group.Update(ctx, st, d); err != nil {
+			if errors.Is(err, group.ErrDecl) {
 				return &usageError{err}
 			}
 			return err
@@ -168,7 +168,7 @@ func newTagPeriodsCmd(e env, g *globals) *cobra.Command {
 				if !ok {
 					return fmt.Errorf("tag %q is not grouped: %w", args[0], store.ErrTagNotFound)
 				}
-				ps, err := segment.ListPeriods(ctx, st, d)
+				ps, err := group.ListPeriods(ctx, st, d)
 				if err != nil {
 					return err
 				}
@@ -211,8 +211,8 @@ one refuses). The current period is never pruned.`,
 				if err != nil {
 					return err
 				}
-				deleted, err := segment.PruneGroup(ctx, st, d, key, now)
-				if errors.Is(err, segment.ErrGroupDecl) {
+				deleted, err := group.Prune(ctx, st, d, key, now)
+				if errors.Is(err, group.ErrDecl) {
 					return &usageError{err}
 				}
 				if err != nil {
@@ -238,7 +238,7 @@ func pruneKey(d store.Group, before string, now time.Time) (string, error) {
 		return "", err
 	}
 	if before == "" {
-		key, err := segment.RetentionBefore(d, now)
+		key, err := group.RetentionBefore(d, now)
 		if err != nil {
 			return "", err
 		}

@@ -1,15 +1,17 @@
 // Package segtest holds the test helpers shared by the segment tests of the root module
 // (segment/*_test.go) and of the test module (internal/testing/segment): an opened store with
-// a raw connection beside it, a generator closed with the test, polling and a counting store.
+// a raw connection beside it, a generator closed with the test, polling, a counting store and a store that stalls.
 // It is imported only from tests.
 package segtest
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -220,4 +222,81 @@ func ViaProxy(t testing.TB, dsnStr string, proxy func(upstream string) string) s
 	}
 	u.Host = proxy(u.Host)
 	return u.String()
+}
+
+// StallRows is a real store whose Rows and Groups, while Stall is set, block until their
+// context ends (a database connection black-holed by a partition), saying so on stalled
+// first. Make one with [NewStallRows].
+type StallRows struct {
+	store.Store
+	// Stall makes Rows and Groups block.
+	Stall   atomic.Bool
+	stalled chan struct{}
+}
+
+// NewStallRows returns st wrapped, not stalling yet.
+func NewStallRows(st store.Store) *StallRows {
+	return &StallRows{Store: st, stalled: make(chan struct{}, 1)}
+}
+
+func (s *StallRows) block(ctx context.Context) error {
+	s.stalled <- struct{}{}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Rows is the store's, or blocks until ctx ends while Stall is set.
+func (s *StallRows) Rows(ctx context.Context) ([]store.Row, error) {
+	if s.Stall.Load() {
+		return nil, s.block(ctx)
+	}
+	return s.Store.Rows(ctx)
+}
+
+// Groups is the store's, or blocks until ctx ends while Stall is set.
+func (s *StallRows) Groups(ctx context.Context) ([]store.Group, error) {
+	if s.Stall.Load() {
+		return nil, s.block(ctx)
+	}
+	return s.Store.Groups(ctx)
+}
+
+// WaitTurn runs call with a context that ends after 50 ms while another call holds the
+// turn, stalled on st, and fails unless call gives up with its context, waiting for "the
+// one under way" (a call that waited on a mutex until the stalled call ended would wait
+// here forever: the test's 30 s liveness limit ends it). Then it checks that the turn is
+// free again once the stalled call's context ends.
+func WaitTurn(t *testing.T, st *StallRows, call func(context.Context) error) {
+	t.Helper()
+	holder, release := context.WithCancel(context.Background())
+	defer release()
+	first := make(chan error, 1)
+	st.Stall.Store(true)
+	go func() { first <- call(holder) }()
+	<-st.stalled // the first call holds the turn, inside the store
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() { second <- call(ctx) }()
+	select {
+	case err := <-second:
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "under way") {
+			t.Errorf("call while another is stalled = %v, want its context's deadline, waiting for the one under way", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a call waited for the turn held by a stalled call past its own context's deadline")
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the stalled call returned %v before its context ended", err)
+	default:
+	}
+	release()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("stalled call after its context ended = %v, want context.Canceled", err)
+	}
+	st.Stall.Store(false)
+	if err := call(context.Background()); err != nil {
+		t.Fatalf("call after the stalled one gave up = %v, want nil (the turn is free again)", err)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/leaf-go/leaf/internal/clocktest"
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -33,7 +34,7 @@ func TestGroupsCardInBrowser(t *testing.T) {
 	}
 	t.Cleanup(func() { gen.Close() })
 	clock := clocktest.New(time.Date(2026, 12, 1, 23, 57, 0, 0, time.UTC))
-	groups, err := segment.NewGroups(ctx, gen, st, segment.GroupConfig{
+	groups, err := group.New(ctx, gen, st, group.Config{
 		PeriodsPath: filepath.Join(t.TempDir(), "group-periods.json"), Clock: clock, Tick: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,12 @@
-package segment
+// Package group serves grouped tags (business numbers, docs/contract.md
+// §10): a biz_tag declared in leaf_group with a [bizno.Template] such as
+// ORD{yyyyMMdd}{seq:6} draws its sequence from one ordinary leaf_alloc row
+// per period (day, month or year), "<tag>:<key>", through a
+// [segment.Generator]. It is built on segment's exported API only; segment
+// does not import it. [Groups] is the server side; [Declare], [Update],
+// [ListPeriods], [Prune], [RetentionBefore] and [CheckPlainTag] work on a
+// store alone (leafctl).
+package group
 
 import (
 	"context"
@@ -13,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leaf-go/leaf/bizno"
+	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -25,16 +34,16 @@ var (
 	// older than the tag's pruned_before (the server's clock is behind a
 	// prune): its row was deleted and is never created again.
 	ErrPruned = errors.New("segment: period was pruned")
-	// ErrGroupDecl is returned by [Groups.Declare] and [Groups.Update] for
+	// ErrDecl is returned by [Groups.Declare] and [Groups.Update] for
 	// a declaration that is not valid or not allowed (the message says
 	// which rule).
-	ErrGroupDecl = errors.New("segment: invalid group declaration")
-	// ErrGroupRow is returned by [Groups.CheckPlainTag] for a plain tag
+	ErrDecl = errors.New("segment: invalid group declaration")
+	// ErrPeriodRow is returned by [Groups.CheckPlainTag] for a plain tag
 	// named like a period row of a grouped tag ("<tag>:<digits>").
-	ErrGroupRow = errors.New("segment: biz tag collides with a grouped tag's period rows")
-	// ErrPruneLive is returned by [Groups.Prune] and [PruneGroup] for a
+	ErrPeriodRow = errors.New("segment: biz tag collides with a grouped tag's period rows")
+	// ErrPruneLive is returned by [Groups.Prune] and [Prune] for a
 	// prune that would delete a period a live server may still serve: the
-	// last period deleted must have ended at least [GroupConfig.PruneMargin]
+	// last period deleted must have ended at least [Config.PruneMargin]
 	// before both this host's clock and the database's.
 	ErrPruneLive = errors.New("segment: period may still be served")
 	// ErrNotNumeric is returned by [Groups.NextInt] for a template whose
@@ -43,10 +52,10 @@ var (
 	ErrNotNumeric = errors.New("segment: grouped tag's IDs are not numbers; use GET /api/v1/segment/{tag}/formatted")
 )
 
-// GroupStore is what [Groups] needs from the database: leaf_group, and
+// Store is what [Groups] needs from the database: leaf_group, and
 // leaf_alloc rows for the periods. Every [store.Store] (postgres, mysql,
 // sqlite) is one; see [store.Store] for the full contract of each method.
-type GroupStore interface {
+type Store interface {
 	// Groups returns every declaration, ordered by biz_tag.
 	Groups(ctx context.Context) ([]store.Group, error)
 	// FindGroups returns the declarations of the names among tags that
@@ -73,22 +82,22 @@ type GroupStore interface {
 	Delete(ctx context.Context, tag string) error
 }
 
-// Every [store.Store] (postgres, mysql, sqlite) is a GroupStore.
-var _ GroupStore = store.Store(nil)
+// Every [store.Store] (postgres, mysql, sqlite) is a Store.
+var _ Store = store.Store(nil)
 
-// Defaults of [GroupConfig].
+// Defaults of [Config].
 const (
-	// DefaultPrepareAhead is [GroupConfig.PrepareAhead]'s default: 5 min.
+	// DefaultPrepareAhead is [Config.PrepareAhead]'s default: 5 min.
 	DefaultPrepareAhead = 5 * time.Minute
-	// DefaultGroupTick is [GroupConfig.Tick]'s default: 10 s.
-	DefaultGroupTick = 10 * time.Second
-	// DefaultPruneMargin is [GroupConfig.PruneMargin]'s default, and the
-	// margin of [PruneGroup]: 1 min.
+	// DefaultTick is [Config.Tick]'s default: 10 s.
+	DefaultTick = 10 * time.Second
+	// DefaultPruneMargin is [Config.PruneMargin]'s default, and the
+	// margin of [Prune]: 1 min.
 	DefaultPruneMargin = time.Minute
 )
 
-// GroupConfig tunes [Groups]. The zero value means the defaults.
-type GroupConfig struct {
+// Config tunes [Groups]. The zero value means the defaults.
+type Config struct {
 	// PeriodsPath is the file of the per-tag time high-water marks (the
 	// latest period this server issued an ID of), in the data directory;
 	// "" keeps them in memory only (a restart forgets them).
@@ -110,12 +119,12 @@ type GroupConfig struct {
 	PruneMargin time.Duration
 	// Clock is the source of time of period boundaries: one reading per
 	// request. Default the generator's Clock.
-	Clock Clock
+	Clock segment.Clock
 	// Logger; default the generator's.
 	Logger *slog.Logger
 }
 
-// Groups serves date-grouped tags on top of a [Generator]
+// Groups serves date-grouped tags on top of a [segment.Generator]
 // (docs/contract.md §10): a tag declared in leaf_group draws its sequence
 // from one ordinary leaf_alloc row per period, "<tag>:<key>" (key yyyyMMdd,
 // yyyyMM or yyyy of the period's local date in the tag's time zone), and
@@ -124,7 +133,7 @@ type GroupConfig struct {
 // Each request reads the clock once; all its IDs come from one period. A
 // server never issues an ID of period P after one of P+1: the latest period
 // it issued is its time high-water mark per tag, persisted in
-// [GroupConfig.PeriodsPath] before the first ID of a new period is handed
+// [Config.PeriodsPath] before the first ID of a new period is handed
 // out, and a clock that reads an earlier period (stepped back, or after a
 // restart) keeps serving the mark's period. Servers whose clocks differ
 // near a boundary each stay unique (a period's row is shared); ordering
@@ -132,9 +141,9 @@ type GroupConfig struct {
 //
 // All methods are safe for concurrent use. Close stops the background loop.
 type Groups struct {
-	gen *Generator
-	st  GroupStore
-	cfg GroupConfig
+	gen *segment.Generator
+	st  Store
+	cfg Config
 	log *slog.Logger
 
 	// decls maps tag to its declaration; copy-on-write, written while
@@ -149,10 +158,10 @@ type Groups struct {
 	hw *periodMarks
 
 	// lookups reads leaf_group for names not declared here (miss.go).
-	lookups lookupQueue[store.Group]
+	lookups *segment.Lookups[store.Group]
 	missMu  sync.Mutex // guards misses
 	// misses holds the names a lookup found without a declaration.
-	misses negCache
+	misses segment.MissCache
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -180,24 +189,24 @@ type grouped struct {
 type period struct {
 	key        string
 	start, end time.Time // [start, end) in the tag's zone
-	h          *Tag
+	h          *segment.Tag
 	// last is the highest sequence this server handed out in the period
 	// (for stats; approximate under concurrency).
 	last atomic.Int64
 }
 
-// NewGroups returns the grouped tags of gen, read from st (leaf_group), and
+// New returns the grouped tags of gen, read from st (leaf_group), and
 // starts the loop that prepares next periods' rows. It reads the period
 // high-water file first: an unreadable file is an error (a damaged file
 // must stop the start rather than let a period be reopened). A failed first
 // read of leaf_group is logged; the loop retries. Call Close when done,
 // before closing gen.
-func NewGroups(ctx context.Context, gen *Generator, st GroupStore, cfg GroupConfig) (*Groups, error) {
+func New(ctx context.Context, gen *segment.Generator, st Store, cfg Config) (*Groups, error) {
 	if gen == nil || st == nil {
-		return nil, errors.New("segment: NewGroups needs a generator and a store")
+		return nil, errors.New("group: New needs a generator and a store")
 	}
 	if cfg.PrepareAhead < 0 || cfg.Tick < 0 || cfg.PruneMargin < 0 {
-		return nil, fmt.Errorf("segment: GroupConfig PrepareAhead %v, Tick %v and PruneMargin %v must be >= 0", cfg.PrepareAhead, cfg.Tick, cfg.PruneMargin)
+		return nil, fmt.Errorf("group: Config PrepareAhead %v, Tick %v and PruneMargin %v must be >= 0", cfg.PrepareAhead, cfg.Tick, cfg.PruneMargin)
 	}
 	if cfg.PruneMargin == 0 {
 		cfg.PruneMargin = DefaultPruneMargin
@@ -206,13 +215,13 @@ func NewGroups(ctx context.Context, gen *Generator, st GroupStore, cfg GroupConf
 		cfg.PrepareAhead = DefaultPrepareAhead
 	}
 	if cfg.Tick == 0 {
-		cfg.Tick = DefaultGroupTick
+		cfg.Tick = DefaultTick
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = gen.clock
+		cfg.Clock = gen.Config().Clock
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = gen.log
+		cfg.Logger = gen.Config().Logger
 	}
 	hw, err := loadPeriodMarks(cfg.PeriodsPath)
 	if err != nil {
@@ -220,7 +229,7 @@ func NewGroups(ctx context.Context, gen *Generator, st GroupStore, cfg GroupConf
 	}
 	gs := &Groups{gen: gen, st: st, cfg: cfg, log: cfg.Logger, hw: hw, done: make(chan struct{}),
 		reloadTurn: make(chan struct{}, 1)}
-	gs.lookups.find = gs.findGroups
+	gs.lookups = segment.NewLookups(gen, gs.findGroups)
 	empty := map[string]*grouped{}
 	gs.decls.Store(&empty)
 	if err := gs.Reload(ctx); err != nil {
@@ -258,9 +267,9 @@ func (gs *Groups) loop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if time.Since(tried) >= gs.gen.cfg.RefreshInterval {
+		if time.Since(tried) >= gs.gen.Config().RefreshInterval {
 			tried = time.Now()
-			rctx, cancel := context.WithTimeout(ctx, gs.gen.cfg.LoadTimeout)
+			rctx, cancel := context.WithTimeout(ctx, gs.gen.Config().LoadTimeout)
 			err := gs.Reload(rctx)
 			cancel()
 			if err != nil {
@@ -313,54 +322,35 @@ func (gs *Groups) Reload(ctx context.Context) error {
 func compile(d store.Group) (*grouped, error) {
 	grp, err := bizno.ParseGroup(d.Grp)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrGroupDecl, err)
+		return nil, fmt.Errorf("%w: %w", ErrDecl, err)
 	}
 	if d.TimeZone == "" || strings.EqualFold(d.TimeZone, "local") {
-		return nil, fmt.Errorf("%w: time zone must be an IANA name such as UTC or Asia/Shanghai, got %q", ErrGroupDecl, d.TimeZone)
+		return nil, fmt.Errorf("%w: time zone must be an IANA name such as UTC or Asia/Shanghai, got %q", ErrDecl, d.TimeZone)
 	}
 	loc, err := time.LoadLocation(d.TimeZone)
 	if err != nil {
-		return nil, fmt.Errorf("%w: time zone %q: %w", ErrGroupDecl, d.TimeZone, err)
+		return nil, fmt.Errorf("%w: time zone %q: %w", ErrDecl, d.TimeZone, err)
 	}
 	tpl, err := bizno.Parse(d.Format, grp)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrGroupDecl, err)
+		return nil, fmt.Errorf("%w: %w", ErrDecl, err)
 	}
 	if n := utf8.RuneCountInString(d.BizTag); n < 1 || n > store.MaxTagLen-9 || !utf8.ValidString(d.BizTag) || strings.ContainsAny(d.BizTag, ":/") {
-		return nil, fmt.Errorf("%w: a grouped biz_tag has 1 to %d characters and no ':' or '/', got %q", ErrGroupDecl, store.MaxTagLen-9, d.BizTag)
+		return nil, fmt.Errorf("%w: a grouped biz_tag has 1 to %d characters and no ':' or '/', got %q", ErrDecl, store.MaxTagLen-9, d.BizTag)
 	}
 	if d.Step < 1 || d.Step > store.MaxStep {
-		return nil, fmt.Errorf("%w: step %d, want 1..%d", ErrGroupDecl, d.Step, store.MaxStep)
+		return nil, fmt.Errorf("%w: step %d, want 1..%d", ErrDecl, d.Step, store.MaxStep)
 	}
 	if d.Retention < 0 {
-		return nil, fmt.Errorf("%w: retention %d, want >= 0 periods", ErrGroupDecl, d.Retention)
+		return nil, fmt.Errorf("%w: retention %d, want >= 0 periods", ErrDecl, d.Retention)
 	}
 	return &grouped{decl: d, group: grp, loc: loc, tpl: tpl, prepared: map[string]time.Time{},
 		switching: make(chan struct{}, 1)}, nil
 }
 
 // RowTag is the leaf_alloc biz_tag of tag's period with key key:
-// "<tag>:<key>".
+// "<tag>:<key>" ([segment.SplitRowTag] splits it).
 func RowTag(tag, key string) string { return tag + ":" + key }
-
-// SplitRowTag reports whether tag is named like a period row,
-// "<base>:<key>" with key 4, 6 or 8 digits, and returns both parts.
-func SplitRowTag(tag string) (base, key string, ok bool) {
-	i := strings.LastIndexByte(tag, ':')
-	if i < 1 {
-		return "", "", false
-	}
-	key = tag[i+1:]
-	if n := len(key); n != 4 && n != 6 && n != 8 {
-		return "", "", false
-	}
-	for j := 0; j < len(key); j++ {
-		if key[j] < '0' || key[j] > '9' {
-			return "", "", false
-		}
-	}
-	return tag[:i], key, true
-}
 
 // declared returns the declaration of tag known to this server (read by
 // the last re-read of leaf_group, or by a lookup since). Errors:
@@ -378,24 +368,23 @@ func (gs *Groups) declared(tag string) (*grouped, error) {
 // (miss.go: batched, with a negative cache), so that a tag declared by
 // leafctl or through another server is served on its first request, not
 // after the next re-read of leaf_group. Errors: [ErrNotGrouped] (leaf_group
-// has no valid declaration; remembered for missTTL), [ErrMissLimited],
-// [ErrNoSegment] when the lookup failed or was not answered within the
-// generator's WaitTimeout or ctx, [ErrClosed].
+// has no valid declaration; remembered for missTTL), [segment.ErrMissLimited],
+// [segment.ErrNoSegment] when the lookup failed or was not answered within the
+// generator's WaitTimeout or ctx, [segment.ErrClosed].
 func (gs *Groups) lookup(ctx context.Context, tag string) (*grouped, error) {
 	if g := (*gs.decls.Load())[tag]; g != nil {
 		return g, nil
 	}
 	gs.missMu.Lock()
-	miss := gs.misses.has(gs.cfg.Clock.Now(), tag)
+	miss := gs.misses.Has(gs.cfg.Clock.Now(), tag)
 	gs.missMu.Unlock()
 	if miss {
 		return nil, fmt.Errorf("%w: leaf_group has no declaration of %q", ErrNotGrouped, tag)
 	}
-	r, err := gs.lookups.ask(gs.gen, tag)
-	if err != nil {
+	d, found, err := gs.lookups.Find(ctx, tag)
+	if errors.Is(err, segment.ErrMissLimited) {
 		return nil, fmt.Errorf("%q is not declared on this server: %w; retry later", tag, err)
 	}
-	d, found, err := r.wait(ctx, gs.gen, tag)
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +399,7 @@ func (gs *Groups) lookup(ctx context.Context, tag string) (*grouped, error) {
 	}
 	if g == nil {
 		gs.missMu.Lock()
-		gs.misses.add(gs.cfg.Clock.Now(), tag)
+		gs.misses.Add(gs.cfg.Clock.Now(), tag)
 		gs.missMu.Unlock()
 		if err != nil {
 			return nil, fmt.Errorf("%w: the declaration of %q in leaf_group is not valid: %w", ErrNotGrouped, tag, err)
@@ -426,7 +415,7 @@ func (gs *Groups) adopt(ctx context.Context, g *grouped) (*grouped, error) {
 	select {
 	case gs.reloadTurn <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %q: waiting for the re-read of leaf_group under way: %w", ErrNoSegment, g.decl.BizTag, context.Cause(ctx))
+		return nil, fmt.Errorf("%w: %q: waiting for the re-read of leaf_group under way: %w", segment.ErrNoSegment, g.decl.BizTag, context.Cause(ctx))
 	}
 	defer func() { <-gs.reloadTurn }()
 	old := *gs.decls.Load()
@@ -454,7 +443,7 @@ func (gs *Groups) findGroups(ctx context.Context, names []string) (map[string]st
 
 // Find returns the declaration of tag, looked up in leaf_group when this
 // server does not know it yet (see [Groups.Next]). Errors: [ErrNotGrouped],
-// [ErrMissLimited], [ErrNoSegment], [ErrClosed].
+// [segment.ErrMissLimited], [segment.ErrNoSegment], [segment.ErrClosed].
 func (gs *Groups) Find(ctx context.Context, tag string) (store.Group, error) {
 	g, err := gs.lookup(ctx, tag)
 	if err != nil {
@@ -471,7 +460,7 @@ func (gs *Groups) Has(tag string) bool { return (*gs.decls.Load())[tag] != nil }
 // served only through the grouped tag, never as a plain tag (their bare
 // sequence repeats in every period).
 func (gs *Groups) IsPeriodRow(tag string) bool {
-	base, _, ok := SplitRowTag(tag)
+	base, _, ok := segment.SplitRowTag(tag)
 	return ok && gs.Has(base)
 }
 
@@ -488,10 +477,10 @@ func (gs *Groups) Template(tag string) (*bizno.Template, error) {
 // clock reading (or of the tag's time high-water mark, when the clock reads
 // an earlier period). Errors: [ErrNotGrouped]; [ErrPruned]; a failure to
 // store the high-water mark or create the period's row (no ID handed out);
-// [Generator.Get]'s errors; [bizno.ErrWidth] when a sequence passes the
+// [segment.Generator.Get]'s errors; [bizno.ErrWidth] when a sequence passes the
 // template's width (the period is full: refused, never widened or
 // wrapped); for a tag not known here, the errors of its lookup in
-// leaf_group ([ErrMissLimited], [ErrNoSegment]; see [Groups.Find]). On
+// leaf_group ([segment.ErrMissLimited], [segment.ErrNoSegment]; see [Groups.Find]). On
 // error the IDs taken so far are skipped and dst is returned as given.
 func (gs *Groups) Next(ctx context.Context, tag string, n int, dst []string) ([]string, error) {
 	g, err := gs.lookup(ctx, tag)
@@ -559,12 +548,12 @@ func (gs *Groups) period(ctx context.Context, g *grouped, now time.Time) (*perio
 	// request answers -3 in time and a later one tries again. The
 	// background Prepare makes the row ahead of time, so a switch rarely
 	// has database work to do.
-	ctx, cancel := context.WithTimeout(ctx, gs.gen.cfg.WaitTimeout)
+	ctx, cancel := context.WithTimeout(ctx, gs.gen.Config().WaitTimeout)
 	defer cancel()
 	select {
 	case g.switching <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %q: waiting for the period switch: %w", ErrNoSegment, g.decl.BizTag, context.Cause(ctx))
+		return nil, fmt.Errorf("%w: %q: waiting for the period switch: %w", segment.ErrNoSegment, g.decl.BizTag, context.Cause(ctx))
 	}
 	defer func() { <-g.switching }()
 	cur := g.cur.Load()
@@ -609,8 +598,8 @@ func (gs *Groups) period(ctx context.Context, g *grouped, now time.Time) (*perio
 // ensure makes sure the row of tag's period key exists and is known to the
 // generator, and returns a handle on it, each database call bounded by
 // the generator's LoadTimeout. g.switching must be held.
-func (gs *Groups) ensure(ctx context.Context, g *grouped, key string) (*Tag, error) {
-	ctx, cancel := context.WithTimeout(ctx, gs.gen.cfg.LoadTimeout)
+func (gs *Groups) ensure(ctx context.Context, g *grouped, key string) (*segment.Tag, error) {
+	ctx, cancel := context.WithTimeout(ctx, gs.gen.Config().LoadTimeout)
 	defer cancel()
 	row := RowTag(g.decl.BizTag, key)
 	g.mu.Lock()
@@ -626,7 +615,7 @@ func (gs *Groups) ensure(ctx context.Context, g *grouped, key string) (*Tag, err
 		g.prepared[key] = gs.cfg.Clock.Now()
 		g.mu.Unlock()
 	}
-	if (*gs.gen.cache.Load())[row] == nil {
+	if !gs.gen.Cached(row) {
 		// Make the row known without a miss lookup, which a miss of its
 		// name remembered just before would answer "not found".
 		if err := gs.gen.Refresh(ctx); err != nil {

@@ -1,4 +1,4 @@
-package segment
+package group
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/bizno"
+	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -17,17 +18,17 @@ import (
 // re-reads the declarations. It refuses a tag that has a plain leaf_alloc
 // row (its Leaf route would change meaning) or rows named like its periods
 // ("<tag>:<digits>": their sequences were handed out as plain IDs). Errors:
-// [ErrGroupDecl] naming the rule, [store.ErrTagExists], the store's.
+// [ErrDecl] naming the rule, [store.ErrTagExists], the store's.
 func (gs *Groups) Declare(ctx context.Context, d store.Group) error {
-	if err := DeclareGroup(ctx, gs.st, d); err != nil {
+	if err := Declare(ctx, gs.st, d); err != nil {
 		return err
 	}
 	return gs.Reload(ctx)
 }
 
-// DeclareGroup is [Groups.Declare] without a server (leafctl): the checks
+// Declare is [Groups.Declare] without a server (leafctl): the checks
 // and the insert; running servers read it on their next leaf_group refresh.
-func DeclareGroup(ctx context.Context, st GroupStore, d store.Group) error {
+func Declare(ctx context.Context, st Store, d store.Group) error {
 	d.PrunedBefore = ""
 	if _, err := compile(d); err != nil {
 		return err
@@ -37,8 +38,8 @@ func DeclareGroup(ctx context.Context, st GroupStore, d store.Group) error {
 		return fmt.Errorf("segment: declare %q: %w", d.BizTag, err)
 	}
 	for _, r := range rows {
-		if base, _, ok := SplitRowTag(r.BizTag); r.BizTag == d.BizTag || ok && base == d.BizTag {
-			return fmt.Errorf("%w: leaf_alloc already has a row %q; pick another name for the grouped tag", ErrGroupDecl, r.BizTag)
+		if base, _, ok := segment.SplitRowTag(r.BizTag); r.BizTag == d.BizTag || ok && base == d.BizTag {
+			return fmt.Errorf("%w: leaf_alloc already has a row %q; pick another name for the grouped tag", ErrDecl, r.BizTag)
 		}
 	}
 	return st.CreateGroup(ctx, d)
@@ -49,18 +50,18 @@ func DeclareGroup(ctx context.Context, st GroupStore, d store.Group) error {
 // declarations. The group and the format never change: IDs of the old and
 // the new template could coincide (ORD{yyyyMMdd}{seq:6} seq 100123 and
 // ORD{yyyyMMdd}1{seq:5} seq 123 are the same string); declare a new tag
-// instead. Errors: [ErrGroupDecl] (also for a changed group or format),
+// instead. Errors: [ErrDecl] (also for a changed group or format),
 // [store.ErrTagNotFound], the store's.
 func (gs *Groups) Update(ctx context.Context, d store.Group) error {
-	if err := UpdateGroupDecl(ctx, gs.st, d); err != nil {
+	if err := Update(ctx, gs.st, d); err != nil {
 		return err
 	}
 	return gs.Reload(ctx)
 }
 
-// UpdateGroupDecl is [Groups.Update] without a server (leafctl): empty Grp
+// Update is [Groups.Update] without a server (leafctl): empty Grp
 // and Format mean unchanged.
-func UpdateGroupDecl(ctx context.Context, st GroupStore, d store.Group) error {
+func Update(ctx context.Context, st Store, d store.Group) error {
 	list, err := st.Groups(ctx)
 	if err != nil {
 		return fmt.Errorf("segment: update %q: %w", d.BizTag, err)
@@ -77,7 +78,7 @@ func UpdateGroupDecl(ctx context.Context, st GroupStore, d store.Group) error {
 		d.Format = old.Format
 	}
 	if d.Grp != old.Grp || d.Format != old.Format {
-		return fmt.Errorf("%w: group and format of %q cannot change (IDs of two templates could coincide); declare a new tag", ErrGroupDecl, d.BizTag)
+		return fmt.Errorf("%w: group and format of %q cannot change (IDs of two templates could coincide); declare a new tag", ErrDecl, d.BizTag)
 	}
 	d.PrunedBefore = old.PrunedBefore
 	if _, err := compile(d); err != nil {
@@ -122,9 +123,9 @@ func (gs *Groups) Periods(ctx context.Context, tag string) ([]PeriodInfo, error)
 }
 
 // ListPeriods is [Groups.Periods] without a server (leafctl), for the
-// declaration d. Errors: [ErrGroupDecl] for a declaration that does not
+// declaration d. Errors: [ErrDecl] for a declaration that does not
 // compile, the store's.
-func ListPeriods(ctx context.Context, st GroupStore, d store.Group) ([]PeriodInfo, error) {
+func ListPeriods(ctx context.Context, st Store, d store.Group) ([]PeriodInfo, error) {
 	g, err := compile(d)
 	if err != nil {
 		return nil, err
@@ -132,7 +133,7 @@ func ListPeriods(ctx context.Context, st GroupStore, d store.Group) ([]PeriodInf
 	return periods(ctx, st, g)
 }
 
-func periods(ctx context.Context, st GroupStore, g *grouped) ([]PeriodInfo, error) {
+func periods(ctx context.Context, st Store, g *grouped) ([]PeriodInfo, error) {
 	tag := g.decl.BizTag
 	rows, err := st.Rows(ctx)
 	if err != nil {
@@ -140,7 +141,7 @@ func periods(ctx context.Context, st GroupStore, g *grouped) ([]PeriodInfo, erro
 	}
 	var out []PeriodInfo
 	for _, r := range rows {
-		base, key, ok := SplitRowTag(r.BizTag)
+		base, key, ok := segment.SplitRowTag(r.BizTag)
 		if !ok || base != tag || len(key) != len(g.group.Key(time.Time{})) {
 			continue
 		}
@@ -156,7 +157,7 @@ func periods(ctx context.Context, st GroupStore, g *grouped) ([]PeriodInfo, erro
 // whose clock reads one answers [ErrPruned]). before may not pass the
 // period of this server's clock or high-water mark: the current period is
 // never pruned. It returns the deleted rows. Errors: [ErrNotGrouped],
-// [ErrGroupDecl] for a bad or too late key, the store's.
+// [ErrDecl] for a bad or too late key, the store's.
 func (gs *Groups) Prune(ctx context.Context, tag, before string) ([]string, error) {
 	g, err := gs.lookup(ctx, tag)
 	if err != nil {
@@ -173,11 +174,11 @@ func (gs *Groups) Prune(ctx context.Context, tag, before string) ([]string, erro
 	return deleted, err
 }
 
-// PruneGroup is [Groups.Prune] without a server (leafctl): the current
+// Prune is [Groups.Prune] without a server (leafctl): the current
 // period is the one of now in the tag's zone, and the margin against live
 // servers is [DefaultPruneMargin]. Running servers read the new
 // pruned_before on their next leaf_group refresh.
-func PruneGroup(ctx context.Context, st GroupStore, d store.Group, before string, now time.Time) ([]string, error) {
+func Prune(ctx context.Context, st Store, d store.Group, before string, now time.Time) ([]string, error) {
 	g, err := compile(d)
 	if err != nil {
 		return nil, err
@@ -190,14 +191,14 @@ func PruneGroup(ctx context.Context, st GroupStore, d store.Group, before string
 // must have ended margin before now (this host's clock) and before the
 // database's clock: a server whose clock runs a day ahead would otherwise
 // prune the period every correctly set server is serving.
-func prune(ctx context.Context, st GroupStore, g *grouped, before, cur string, now time.Time, margin time.Duration) ([]string, error) {
+func prune(ctx context.Context, st Store, g *grouped, before, cur string, now time.Time, margin time.Duration) ([]string, error) {
 	tag := g.decl.BizTag
 	end, err := g.group.ParseKey(before, g.loc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: prune before %q: want a %s key like %s", ErrGroupDecl, before, g.group, cur)
+		return nil, fmt.Errorf("%w: prune before %q: want a %s key like %s", ErrDecl, before, g.group, cur)
 	}
 	if before > cur {
-		return nil, fmt.Errorf("%w: prune before %s would delete the current period %s", ErrGroupDecl, before, cur)
+		return nil, fmt.Errorf("%w: prune before %s would delete the current period %s", ErrDecl, before, cur)
 	}
 	dbNow, err := st.Now(ctx)
 	if err != nil {
@@ -241,7 +242,7 @@ func (gs *Groups) RetentionKey(tag string, now time.Time) (string, error) {
 }
 
 // RetentionBefore returns the oldest period key d keeps by its retention at
-// now ("" for retention 0). Errors: [ErrGroupDecl].
+// now ("" for retention 0). Errors: [ErrDecl].
 func RetentionBefore(d store.Group, now time.Time) (string, error) {
 	g, err := compile(d)
 	if err != nil {
@@ -283,7 +284,7 @@ func (gs *Groups) PruneRetention(ctx context.Context) {
 		if key == "" {
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, gs.gen.cfg.LoadTimeout) // a hung database must not stall the loop
+		pctx, cancel := context.WithTimeout(ctx, gs.gen.Config().LoadTimeout) // a hung database must not stall the loop
 		deleted, err := gs.Prune(pctx, d.BizTag, key)
 		cancel()
 		if err != nil {
@@ -297,24 +298,24 @@ func (gs *Groups) PruneRetention(ctx context.Context) {
 // CheckPlainTag refuses a plain tag named like a period row of a grouped
 // tag ("order:20261201" while "order" is grouped), and a plain tag with the
 // name of a grouped tag. It reads leaf_group, so it sees declarations made
-// by other servers. Errors: [ErrGroupRow], the store's.
-func CheckPlainTag(ctx context.Context, st GroupStore, tag string) error {
-	base, _, isRow := SplitRowTag(tag)
+// by other servers. Errors: [ErrPeriodRow], the store's.
+func CheckPlainTag(ctx context.Context, st Store, tag string) error {
+	base, _, isRow := segment.SplitRowTag(tag)
 	list, err := st.Groups(ctx)
 	if err != nil {
 		return fmt.Errorf("segment: check %q against grouped tags: %w", tag, err)
 	}
 	for _, g := range list {
 		if g.BizTag == tag || isRow && g.BizTag == base {
-			return fmt.Errorf("%w: %q is grouped; its periods are rows %q", ErrGroupRow, g.BizTag, g.BizTag+":<period>")
+			return fmt.Errorf("%w: %q is grouped; its periods are rows %q", ErrPeriodRow, g.BizTag, g.BizTag+":<period>")
 		}
 	}
 	return nil
 }
 
-// GroupStats is the state of one grouped tag on this server, for the
+// Stats is the state of one grouped tag on this server, for the
 // dashboard.
-type GroupStats struct {
+type Stats struct {
 	// Decl is the declaration.
 	Decl store.Group
 	// Period is the key of the period being served ("" before the first
@@ -334,15 +335,15 @@ type GroupStats struct {
 }
 
 // Stats returns the state of every grouped tag, ordered by tag.
-func (gs *Groups) Stats() []GroupStats {
+func (gs *Groups) Stats() []Stats {
 	now := gs.cfg.Clock.Now()
-	var out []GroupStats
+	var out []Stats
 	for _, d := range gs.Declarations() {
 		g, err := gs.declared(d.BizTag)
 		if err != nil {
 			continue
 		}
-		s := GroupStats{Decl: d, Capacity: g.tpl.Capacity()}
+		s := Stats{Decl: d, Capacity: g.tpl.Capacity()}
 		start := g.group.Start(now, g.loc)
 		if p := g.cur.Load(); p != nil {
 			s.Period, s.PeriodEnd, s.Last = p.key, p.end, p.last.Load()

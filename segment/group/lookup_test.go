@@ -1,4 +1,4 @@
-package segment_test
+package group_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/leaf-go/leaf/bizno"
 	"github.com/leaf-go/leaf/internal/clocktest"
-	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -28,12 +28,12 @@ func TestGroupDeclaredElsewhere(t *testing.T) {
 			ctx := context.Background()
 			st := d.Store
 
-			if _, err := s.gs.Next(ctx, "late", 1, nil); !errors.Is(err, segment.ErrNotGrouped) || !strings.Contains(err.Error(), `leaf_group has no declaration of "late"`) {
+			if _, err := s.gs.Next(ctx, "late", 1, nil); !errors.Is(err, group.ErrNotGrouped) || !strings.Contains(err.Error(), `leaf_group has no declaration of "late"`) {
 				t.Fatalf("Next(late) before any declaration = %v, want ErrNotGrouped saying leaf_group has none", err)
 			}
 			// As leafctl tag create --group does it: on the database only.
-			if err := segment.DeclareGroup(ctx, st, store.Group{BizTag: "order", Grp: "day", TimeZone: "UTC", Format: "ORD{yyyyMMdd}{seq:4}", Step: 10}); err != nil {
-				t.Fatalf("DeclareGroup(order) = %v", err)
+			if err := group.Declare(ctx, st, store.Group{BizTag: "order", Grp: "day", TimeZone: "UTC", Format: "ORD{yyyyMMdd}{seq:4}", Step: 10}); err != nil {
+				t.Fatalf("group.Declare(order) = %v", err)
 			}
 			ids, err := s.gs.Next(ctx, "order", 2, nil)
 			if err != nil || len(ids) != 2 || ids[0] != "ORD202612010001" || ids[1] != "ORD202612010002" {
@@ -42,10 +42,10 @@ func TestGroupDeclaredElsewhere(t *testing.T) {
 			if !s.gs.Has("order") {
 				t.Error("Has(order) = false after it was served")
 			}
-			if err := segment.DeclareGroup(ctx, st, store.Group{BizTag: "late", Grp: "year", TimeZone: "UTC", Format: "{yyyy}{seq:4}", Step: 10}); err != nil {
-				t.Fatalf("DeclareGroup(late) = %v", err)
+			if err := group.Declare(ctx, st, store.Group{BizTag: "late", Grp: "year", TimeZone: "UTC", Format: "{yyyy}{seq:4}", Step: 10}); err != nil {
+				t.Fatalf("group.Declare(late) = %v", err)
 			}
-			if _, err := s.gs.Next(ctx, "late", 1, nil); !errors.Is(err, segment.ErrNotGrouped) {
+			if _, err := s.gs.Next(ctx, "late", 1, nil); !errors.Is(err, group.ErrNotGrouped) {
 				t.Fatalf("Next(late) right after its miss = %v, want ErrNotGrouped (remembered for a second)", err)
 			}
 			clock.Add(time.Second)
@@ -80,7 +80,7 @@ func TestGroupPruneLive(t *testing.T) {
 			}
 			today, tomorrow := key(now), key(now.Add(24*time.Hour))
 			_, err := ahead.gs.Prune(ctx, "order", tomorrow)
-			if !errors.Is(err, segment.ErrPruneLive) || !strings.Contains(err.Error(), "the database's clock reads") {
+			if !errors.Is(err, group.ErrPruneLive) || !strings.Contains(err.Error(), "the database's clock reads") {
 				t.Fatalf("Prune(before %s) through the server a day ahead = %v, want ErrPruneLive naming the database's clock", tomorrow, err)
 			}
 			if ids, err := right.gs.Next(ctx, "order", 1, nil); err != nil || !strings.HasPrefix(ids[0], today) {
@@ -88,19 +88,19 @@ func TestGroupPruneLive(t *testing.T) {
 			}
 			// The same refusal from leafctl (no server), whose clock is ahead.
 			decl, _ := right.gs.Declaration("order")
-			if _, err := segment.PruneGroup(ctx, d.Store, decl, tomorrow, now.Add(24*time.Hour)); !errors.Is(err, segment.ErrPruneLive) {
-				t.Fatalf("PruneGroup(before %s) with the clock a day ahead = %v, want ErrPruneLive", tomorrow, err)
+			if _, err := group.Prune(ctx, d.Store, decl, tomorrow, now.Add(24*time.Hour)); !errors.Is(err, group.ErrPruneLive) {
+				t.Fatalf("group.Prune(before %s) with the clock a day ahead = %v, want ErrPruneLive", tomorrow, err)
 			}
 			// Yesterday's period ended long ago on every clock: pruned.
 			yesterday := key(now.Add(-24 * time.Hour))
-			if err := d.Store.Create(ctx, store.Row{BizTag: segment.RowTag("order", yesterday), MaxID: 1, Step: 10}); err != nil {
+			if err := d.Store.Create(ctx, store.Row{BizTag: group.RowTag("order", yesterday), MaxID: 1, Step: 10}); err != nil {
 				t.Fatalf("create yesterday's row: %v", err)
 			}
 			deleted, err := right.gs.Prune(ctx, "order", today)
-			if now.Sub(bizno.Day.Start(now, time.UTC)) < segment.DefaultPruneMargin {
-				t.Skipf("within %v of midnight UTC: yesterday may still be served (Prune = %v)", segment.DefaultPruneMargin, err)
+			if now.Sub(bizno.Day.Start(now, time.UTC)) < group.DefaultPruneMargin {
+				t.Skipf("within %v of midnight UTC: yesterday may still be served (Prune = %v)", group.DefaultPruneMargin, err)
 			}
-			if err != nil || len(deleted) != 1 || deleted[0] != segment.RowTag("order", yesterday) {
+			if err != nil || len(deleted) != 1 || deleted[0] != group.RowTag("order", yesterday) {
 				t.Fatalf("Prune(before %s) = %q, %v, want yesterday's row deleted", today, deleted, err)
 			}
 		})

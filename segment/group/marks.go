@@ -1,4 +1,4 @@
-package segment
+package group
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/leaf-go/leaf/internal/atomicfile"
+	"github.com/leaf-go/leaf/segment"
 )
 
 // periodMarks holds, per grouped tag, the key of the latest period this
@@ -54,7 +55,7 @@ func loadPeriodMarks(path string) (*periodMarks, error) {
 		return nil, fmt.Errorf("segment: period high-water marks file %s: %w", path, err)
 	}
 	for tag, key := range f.Periods {
-		if _, _, ok := SplitRowTag("x:" + key); !ok {
+		if _, _, ok := segment.SplitRowTag("x:" + key); !ok {
 			return nil, fmt.Errorf("segment: period high-water marks file %s: period of %q is %q, not 4, 6 or 8 digits", path, tag, key)
 		}
 		pm.marks[tag] = key

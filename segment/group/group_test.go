@@ -1,4 +1,4 @@
-package segment_test
+package group_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/leaf-go/leaf/bizno"
 	"github.com/leaf-go/leaf/internal/clocktest"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/segment/group"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -21,7 +22,7 @@ import (
 // Groups on a shared database, with a clock and a data directory of its own.
 type groupServer struct {
 	gen   *segment.Generator
-	gs    *segment.Groups
+	gs    *group.Groups
 	clock *clocktest.Clock
 	dir   string
 }
@@ -35,14 +36,14 @@ func startGroupServer(t *testing.T, d *testDB, clock *clocktest.Clock, dir strin
 	if err != nil {
 		t.Fatalf("segment.New: %v", err)
 	}
-	gs, err := segment.NewGroups(context.Background(), gen, d.Store, segment.GroupConfig{
+	gs, err := group.New(context.Background(), gen, d.Store, group.Config{
 		PeriodsPath: filepath.Join(dir, "group-periods.json"),
 		Clock:       clock,
 		Tick:        time.Hour, // the test calls Prepare itself
 	})
 	if err != nil {
 		gen.Close()
-		t.Fatalf("NewGroups: %v", err)
+		t.Fatalf("group.New: %v", err)
 	}
 	s := &groupServer{gen: gen, gs: gs, clock: clock, dir: dir}
 	t.Cleanup(s.stop)
@@ -55,7 +56,7 @@ func (s *groupServer) stop() {
 	s.gen.Close()
 }
 
-func declare(t *testing.T, gs *segment.Groups, d store.Group) {
+func declare(t *testing.T, gs *group.Groups, d store.Group) {
 	t.Helper()
 	if err := gs.Declare(context.Background(), d); err != nil {
 		t.Fatalf("Declare(%+v) = %v", d, err)
@@ -99,7 +100,7 @@ func TestGroupFormatted(t *testing.T) {
 			if _, err := s.gen.Get(context.Background(), "order"); !errors.Is(err, segment.ErrTagNotFound) {
 				t.Fatalf("plain Get(order) = %v, want ErrTagNotFound (no plain row)", err)
 			}
-			if v, err := s.gs.NextInt(context.Background(), "order"); !errors.Is(err, segment.ErrNotNumeric) {
+			if v, err := s.gs.NextInt(context.Background(), "order"); !errors.Is(err, group.ErrNotNumeric) {
 				t.Fatalf("NextInt(ORD…) = %d, %v, want ErrNotNumeric", v, err)
 			}
 		})
@@ -272,8 +273,8 @@ func TestGroupPrune(t *testing.T) {
 		clockA.Add(24 * time.Hour)
 	}
 	// Now 3 December; periods 30 Nov, 1 and 2 Dec exist.
-	if _, err := a.gs.Prune(context.Background(), "p", "20261204"); !errors.Is(err, segment.ErrGroupDecl) {
-		t.Fatalf("Prune(past today) = %v, want ErrGroupDecl", err)
+	if _, err := a.gs.Prune(context.Background(), "p", "20261204"); !errors.Is(err, group.ErrDecl) {
+		t.Fatalf("Prune(past today) = %v, want ErrDecl", err)
 	}
 	if key, _ := a.gs.RetentionKey("p", clockA.Now()); key != "20261202" {
 		t.Fatalf("RetentionKey = %s, want 20261202 (keep 2 periods: 2 and 3 Dec)", key)
@@ -287,7 +288,7 @@ func TestGroupPrune(t *testing.T) {
 	// re-create the deleted row and repeat P20261201000x.
 	clockB := clocktest.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	b := startGroupServer(t, d, clockB, t.TempDir())
-	if ids, err := b.gs.Next(context.Background(), "p", 1, nil); !errors.Is(err, segment.ErrPruned) {
+	if ids, err := b.gs.Next(context.Background(), "p", 1, nil); !errors.Is(err, group.ErrPruned) {
 		t.Fatalf("Next on a pruned period = %v, %v, want ErrPruned", ids, err)
 	}
 	clockB.Add(24 * time.Hour)
@@ -314,8 +315,8 @@ func TestGroupDeclareRefuses(t *testing.T) {
 		{BizTag: "g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 0},
 		{BizTag: "g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}{seq:6}", Step: 10, Retention: -1},
 	} {
-		if err := s.gs.Declare(context.Background(), bad); !errors.Is(err, segment.ErrGroupDecl) {
-			t.Errorf("Declare(%+v) = %v, want ErrGroupDecl", bad, err)
+		if err := s.gs.Declare(context.Background(), bad); !errors.Is(err, group.ErrDecl) {
+			t.Errorf("Declare(%+v) = %v, want ErrDecl", bad, err)
 		}
 	}
 	declare(t, s.gs, ok)
@@ -326,8 +327,8 @@ func TestGroupDeclareRefuses(t *testing.T) {
 		{BizTag: "g", Grp: "month", TimeZone: "UTC", Format: "{yyyyMM}{seq:6}", Step: 10},
 		{BizTag: "g", Grp: "day", TimeZone: "UTC", Format: "{yyyyMMdd}1{seq:5}", Step: 10},
 	} {
-		if err := s.gs.Update(context.Background(), ch); !errors.Is(err, segment.ErrGroupDecl) {
-			t.Errorf("Update(%+v) = %v, want ErrGroupDecl", ch, err)
+		if err := s.gs.Update(context.Background(), ch); !errors.Is(err, group.ErrDecl) {
+			t.Errorf("Update(%+v) = %v, want ErrDecl", ch, err)
 		}
 	}
 	gst := d.Store
@@ -335,8 +336,8 @@ func TestGroupDeclareRefuses(t *testing.T) {
 		give string
 		want bool
 	}{{"g", true}, {"g:20261201", true}, {"g:202612", true}, {"g:x", false}, {"gg:20261201", false}, {"other", false}} {
-		err := segment.CheckPlainTag(context.Background(), gst, tt.give)
-		if got := errors.Is(err, segment.ErrGroupRow); got != tt.want {
+		err := group.CheckPlainTag(context.Background(), gst, tt.give)
+		if got := errors.Is(err, group.ErrPeriodRow); got != tt.want {
 			t.Errorf("CheckPlainTag(%q) = %v, want refused %v", tt.give, err, tt.want)
 		}
 	}
@@ -353,15 +354,15 @@ func TestGroupPeriodMarksFile(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"periods":{"ord":"2026120`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if gs, err := segment.NewGroups(context.Background(), gen, d.Store, segment.GroupConfig{PeriodsPath: bad}); err == nil {
+	if gs, err := group.New(context.Background(), gen, d.Store, group.Config{PeriodsPath: bad}); err == nil {
 		gs.Close()
-		t.Fatal("NewGroups with a damaged period file = nil error, want a refusal")
+		t.Fatal("group.New with a damaged period file = nil error, want a refusal")
 	}
 	// The file's folder does not exist at start (no marks yet); then a
 	// plain file takes its name, so every write fails.
 	sub := filepath.Join(dir, "sub")
 	clock := clocktest.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-	gs, err := segment.NewGroups(context.Background(), gen, d.Store, segment.GroupConfig{
+	gs, err := group.New(context.Background(), gen, d.Store, group.Config{
 		PeriodsPath: filepath.Join(sub, "group-periods.json"), Clock: clock, Tick: time.Hour})
 	if err != nil {
 		t.Fatal(err)
