@@ -63,9 +63,9 @@ func newSnowflakeCollector(slot *SnowflakeSlot, now func() time.Time) *snowflake
 		behindMark: d("leaf_snowflake_clock_behind_mark_seconds",
 			"How far the clock is behind the highest of the loaded high-water mark and the last issued millisecond; > 0 means no snowflake IDs until it catches up."),
 		idsFree: d("leaf_snowflake_worker_ids_free",
-			"Worker IDs of --worker-id-min..--worker-id-max without a live holder at the last scan of a lease source (sql, etcd, kubernetes)."),
+			"Worker IDs of --worker-id-min..--worker-id-max without a live holder at the last scan of a lease source (sql, etcd, kubernetes); for zookeeper, of the layout's whole worker ID space without a /forever node (Leaf's layout keeps a number with its address)."),
 		idsRange: d("leaf_snowflake_worker_ids_range",
-			"Worker IDs in --worker-id-min..--worker-id-max of a lease source."),
+			"Worker IDs in --worker-id-min..--worker-id-max of a lease source (zookeeper: the layout's whole worker ID space)."),
 		peerOffset: d("leaf_snowflake_peer_clock_offset_seconds",
 			"Mean offset of the live peers' reported clocks from this server's clock at the last scan (positive: peers ahead); compare with --max-peer-clock-skew."),
 	}

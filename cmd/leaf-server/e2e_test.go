@@ -312,12 +312,37 @@ func TestZooKeeperWorkerIDs(t *testing.T) {
 			t.Errorf("snowflake ID %q from worker %d decodes to worker %d", body, want, snowflake.Decompose(id).Worker)
 		}
 	}
+	// The free-worker-ID gauge counts every /forever node as taken, Leaf's
+	// node too: 1024 - 3.
+	deadline := time.Now().Add(30 * time.Second)
+	for free, rng := metricValue(t, b, "leaf_snowflake_worker_ids_free"), metricValue(t, b, "leaf_snowflake_worker_ids_range"); free != "1021" || rng != "1024"; free, rng = metricValue(t, b, "leaf_snowflake_worker_ids_free"), metricValue(t, b, "leaf_snowflake_worker_ids_range") {
+		if time.Now().After(deadline) {
+			t.Fatalf("leaf_snowflake_worker_ids_free %q, _range %q; want 1021 of 1024 (three /forever nodes)", free, rng)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	a.kill9()
 	a2 := startServer(t, dirA, args("7001")...)
 	a2.WaitReady(t, time.Minute) // waits out the killed process's session, then holds back
 	if got := workerOf(a2); got != wa {
 		t.Errorf("restarted server has worker ID %d, want its old %d", got, wa)
 	}
+}
+
+// metricValue returns the value of the unlabelled series name on p's
+// /metrics, "" when it is absent.
+func metricValue(t *testing.T, p *proc, name string) string {
+	t.Helper()
+	status, body, err := p.get(t.Context(), "/metrics")
+	if err != nil || status != 200 {
+		t.Fatalf("/metrics = %d %v", status, err)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // leafDDL is the leaf_alloc table exactly as Leaf's scripts create it.

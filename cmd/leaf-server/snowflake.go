@@ -353,7 +353,7 @@ func claimWorkerID(ctx context.Context, cfg Config, st store.Store, layout snowf
 		if err != nil {
 			return workerClaim{}, err
 		}
-		return workerClaim{src: w, lost: w.Lost()}, nil
+		return workerClaim{src: w, lost: w.Lost(), holders: zkTakenHolders(w)}, nil
 	case "sql":
 		owner := cfg.Listen
 		if h, err := os.Hostname(); err == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/snowflake/etcdworker"
 	"github.com/leaf-go/leaf/snowflake/sqllease"
+	"github.com/leaf-go/leaf/snowflake/zkworker"
 )
 
 // rangeScanInterval is how often a lease source's range is rescanned for
@@ -37,16 +38,22 @@ type rangeWatch struct {
 
 // watchWorkerRange starts scanning the worker ID range of the claim sup has
 // in use every rangeScanInterval, the first scan at once; after a re-claim
-// it scans through the new claim. It returns nil for a source without a
-// range (static; zookeeper, whose Leaf layout numbers its nodes instead).
+// it scans through the new claim. It returns nil for the static source.
+// ZooKeeper's range is the layout's whole worker ID space: Leaf's layout
+// numbers its nodes from 0 and has no range flags.
 func watchWorkerRange(ctx context.Context, cfg Config, sup *snowflakeSupervisor, log *slog.Logger) *rangeWatch {
+	var lo, hi int64
 	switch cfg.WorkerIDSource {
 	case "sql", "etcd", "kubernetes":
+		var err error
+		if lo, hi, err = cfg.workerRange(); err != nil {
+			return nil
+		}
+	case "zookeeper":
+		if l := cfg.Layout(); l.WorkerBits >= 0 && l.WorkerBits <= 62 {
+			hi = l.MaxWorker()
+		}
 	default:
-		return nil
-	}
-	lo, hi, err := cfg.workerRange()
-	if err != nil {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -140,6 +147,17 @@ func sqlLiveHolders(ls sqllease.Store) liveHolders {
 				ReadAt: now.Add(-dbNow.Sub(h.WrittenAt))})
 		}
 		return held, peers, nil
+	}
+}
+
+// zkTakenHolders lists the worker IDs that a /forever node carries
+// (zkworker.Worker.TakenWorkers): in Leaf's layout those stay with their
+// address, so they are not free. Holders' clocks are not compared here (the
+// ZooKeeper source checks its peers itself).
+func zkTakenHolders(w *zkworker.Worker) liveHolders {
+	return func(ctx context.Context, _ int64) ([]int64, []snowflake.Peer, error) {
+		ids, err := w.TakenWorkers(ctx)
+		return ids, nil, err
 	}
 }
 

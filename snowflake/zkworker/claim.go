@@ -295,3 +295,31 @@ func ParseNodeName(name string) (addr string, seq int64, ok bool) {
 	}
 	return name[:i], n, true
 }
+
+// TakenWorkers lists the worker IDs that a /forever node of Leaf's layout
+// carries, this server's among them, for the free-worker-ID gauge. In that
+// layout a number stays with its address after the server stops (Leaf never
+// deletes a /forever node), so a number listed here is not free to another
+// address even when no server holds its live node. Errors: the ZooKeeper
+// list's, or an error when the worker has no connection (started from the
+// cache file).
+func (w *Worker) TakenWorkers(ctx context.Context) ([]int64, error) {
+	conn := w.conn.Load()
+	if conn == nil {
+		return nil, errors.New("zkworker: no ZooKeeper connection")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	children, _, err := conn.Children(w.foreverPath())
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", w.foreverPath(), err)
+	}
+	ids := make([]int64, 0, len(children))
+	for _, child := range children {
+		if _, n, ok := ParseNodeName(child); ok {
+			ids = append(ids, n)
+		}
+	}
+	return ids, nil
+}
