@@ -62,6 +62,9 @@ func generator(t *testing.T, l *sqllease.Lease, layout snowflake.Layout) *snowfl
 	serving(t, l)
 	g, err := snowflake.New(context.Background(), snowflake.Settings{
 		Layout: layout, WorkerID: l.WorkerID(), Lease: l, HighWater: l, HighWaterWindow: 300 * time.Millisecond,
+		// No test here times a store: on a loaded machine a SQLite write
+		// behind the fast renewals can take longer than the default 1 s.
+		HighWaterTimeout: 10 * time.Second,
 	})
 	if err != nil {
 		t.Fatalf("snowflake.New() = %v", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/mysql"
 )
 
 // rawDB opens dsn (leaf-go's mysql:// form) with database/sql for the
@@ -61,6 +62,16 @@ func waitLockWait(t *testing.T, db *sql.DB, ended <-chan struct{}) {
 	}
 }
 
+// waitRetried waits until s has re-run a transaction for the error number
+// code at least once, or at most 8 s (the store retries for 10 s): the
+// caller's RetryStats check reports a retry that never came. A fixed sleep
+// past innodb_lock_wait_timeout is not enough on a loaded server.
+func waitRetried(s *mysql.Store, code string) {
+	for deadline := time.Now().Add(8 * time.Second); s.RetryStats()[code] < 1 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 type result struct {
 	a   store.Allocation
 	err error
@@ -93,7 +104,7 @@ func TestRetryLockWaitTimeout(t *testing.T) {
 		close(ended)
 	}()
 	waitLockWait(t, db, ended)
-	time.Sleep(1500 * time.Millisecond) // past innodb_lock_wait_timeout: one 1205 at least
+	waitRetried(s, "1205") // past innodb_lock_wait_timeout: one 1205 at least
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +217,7 @@ func TestRetryLeaseLockWaitTimeout(t *testing.T) {
 		close(ended)
 	}()
 	waitLockWait(t, db, ended)
-	time.Sleep(1500 * time.Millisecond)
+	waitRetried(s, "1205")
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,10 @@ func TestSnowflakeClockSteps(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		before := small.idCount()
 		clk.set(t, -3*time.Millisecond)
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // a second of load after the step
+		for deadline := time.Now().Add(30 * time.Second); small.idCount() <= before && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond) // the check below reports a miss
+		}
 		stop()
 		r := check(t, small, nil, "")
 		for k := range r.Errors {

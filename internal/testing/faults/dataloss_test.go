@@ -84,9 +84,11 @@ func dataLoss(t *testing.T, size, cmd string, startSrv func() *servertest.Proc, 
 	newT := func() *tally { return newTally(time.Second+slack, 10*time.Second) }
 	ta, tb := newT(), newT()
 	stopA := sfSingles(func() *servertest.Proc { return a }, ta, 2, nil)
-	time.Sleep(time.Second)
-	if ta.idCount() == 0 {
-		t.Fatal("server A issued no ID before the fault")
+	time.Sleep(time.Second) // a second of load before the fault
+	for deadline := time.Now().Add(30 * time.Second); ta.idCount() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("server A issued no ID within 30 s, before the fault")
+		}
 	}
 	ta.startFault()
 	wipe()

@@ -340,7 +340,7 @@ func TestEtcdPeerClock(t *testing.T) {
 		Note: fmt.Sprintf("refused after %v; message: %s", took.Round(time.Millisecond), exitLine(out)),
 	})
 	clk.set(t, 2*time.Second)
-	time.Sleep(etcdKeepAlive + time.Second) // a report with the new offset
+	waitNextReports(t, p, "keepAlives", 30*time.Second) // a report with the new offset
 	q := servertest.Start(t, serverBin, servertest.Options{Dir: t.TempDir(), Args: args, StartTimeout: 60 * time.Second})
 	if wq := status(t, q).WorkerID; wq == wp {
 		t.Errorf("both servers hold worker %d", wq)

@@ -39,6 +39,43 @@ func status(t testing.TB, p *servertest.Proc) sfStatus {
 	return s
 }
 
+// sourceCount returns the counter key of p's worker ID source in
+// /api/v1/snowflake/status (sourceState), e.g. "renewals" (SQL lease) or
+// "keepAlives" (etcd).
+func sourceCount(t testing.TB, p *servertest.Proc, key string) int64 {
+	t.Helper()
+	code, body, err := p.Get(context.Background(), "/api/v1/snowflake/status")
+	if err != nil || code != 200 {
+		t.Fatalf("GET /api/v1/snowflake/status = %d %s %v", code, body, err)
+	}
+	var s struct {
+		SourceState map[string]any `json:"sourceState"`
+	}
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatalf("status %s: %v", body, err)
+	}
+	n, ok := s.SourceState[key].(float64)
+	if !ok {
+		t.Fatalf("status has no sourceState.%s: %s", key, body)
+	}
+	return int64(n)
+}
+
+// waitNextReports waits until p's worker ID source has sent two more
+// heartbeats (sourceCount key) than at the call, or fails the test after
+// limit. Heartbeats run one after another, so the second began after the
+// call: it reports the clock as stepped before the call, which a fixed
+// sleep of one interval does not promise on a loaded machine.
+func waitNextReports(t testing.TB, p *servertest.Proc, key string, limit time.Duration) {
+	t.Helper()
+	want := sourceCount(t, p, key) + 2
+	for deadline := time.Now().Add(limit); sourceCount(t, p, key) < want; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not reach %d within %v", key, want, limit)
+		}
+	}
+}
+
 // sfLoad sends batches of 1,000 snowflake IDs from two clients per server
 // into one tally per server, for d.
 func sfLoad(servers []*servertest.Proc, tallies []*tally, d time.Duration) {

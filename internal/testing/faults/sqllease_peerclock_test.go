@@ -73,9 +73,9 @@ func sqlLeasePeerClock(t *testing.T, kind string) {
 		Note: fmt.Sprintf("refused in %v; message: %s", took.Round(time.Millisecond), line),
 	})
 
-	// 2 s ahead: reported with the peer's next renewal (every 3 s).
+	// 2 s ahead: reported with the peer's next renewals (every 3 s).
 	clk.set(t, 2*time.Second)
-	time.Sleep(3500 * time.Millisecond)
+	waitNextReports(t, peer, "renewals", 30*time.Second)
 	p := start(t, t.TempDir(), args...)
 	if w := status(t, p).WorkerID; w != 1 {
 		t.Errorf("the new server next to a peer 2 s ahead got worker %d, want 1", w)

@@ -47,7 +47,17 @@ func TestDatabaseCutKeepsServing(t *testing.T) {
 	for i := 0; i < 300; i++ { // > 10% used: the next segment is loaded
 		take()
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Wait for the prefetched segment, not a fixed time: a load still in
+	// flight when max_id is read would hand out IDs past it after the cut.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		status, body, err := p.get(t.Context(), "/api/v1/segment/buffers?prefix=cut")
+		if err == nil && status == 200 && strings.Contains(body, `"nextReady":true`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("next segment of cut not ready within 20 s: %d %s %v", status, body, err)
+		}
+	}
 	maxBefore := maxID(t, st, "cut")
 	px.Cut()
 	served := 0
