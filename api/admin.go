@@ -153,6 +153,9 @@ func (h *handler) adminCreate(w http.ResponseWriter, r *http.Request) {
 	case in.Step == nil:
 		h.bodyError(w, r, badBodyError("field step is required"))
 		return
+	case !stepInRange(*in.Step):
+		h.bodyError(w, r, badBodyError("field step: want an integer in "+fieldRanges["step"]))
+		return
 	}
 	if h.refuseGroupedName(w, r, in.BizTag) { // group_admin.go
 		return
@@ -231,6 +234,10 @@ func (h *handler) adminUpdate(w http.ResponseWriter, r *http.Request) {
 	}
 	if in.Step == nil && in.Description == nil {
 		h.bodyError(w, r, badBodyError(`give "step", "description" or both`))
+		return
+	}
+	if in.Step != nil && !stepInRange(*in.Step) {
+		h.bodyError(w, r, badBodyError("field step: want an integer in "+fieldRanges["step"]))
 		return
 	}
 	cur, err := h.row(r, tag)
@@ -508,6 +515,10 @@ func validJSONText(raw []byte) bool {
 	sent := bytes.Count(raw, []byte("\uFFFD")) + bytes.Count(bytes.ToLower(raw), []byte(`\ufffd`))
 	return strings.Count(s, "\uFFFD") <= sent
 }
+
+// stepInRange reports whether step is a step a row may have, 1..store.MaxStep:
+// an integer outside it is the same bad_body as a step that is not an integer.
+func stepInRange(step int64) bool { return step >= 1 && step <= store.MaxStep }
 
 // fieldRanges names the range of the integer fields of admin bodies, for
 // bad_body messages.

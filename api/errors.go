@@ -248,7 +248,7 @@ func (h *handler) apiError(w http.ResponseWriter, r *http.Request, status int, c
 			slog.String("path", r.URL.Path), slog.String("code", code), slog.String("err", msg),
 			slog.String("request_id", requestID(r)))
 	}
-	writeJSON(w, status, apiErrorBody{Status: status, Code: code, Message: msg, Path: r.URL.Path})
+	writeJSON(w, status, apiErrorBody{Status: status, Code: code, Message: msg, Path: rawPath(r)})
 }
 
 // apiErrorBody is the JSON of an /api/v1 error.
@@ -364,7 +364,7 @@ func (h *handler) idError(w http.ResponseWriter, r *http.Request, leafCode int64
 		h.logIDFailure(r.Context(), "batch request failed", err, leafCode, slog.String("path", r.URL.Path),
 			slog.Int64("leaf_code", leafCode), slog.String("request_id", requestID(r)))
 	}
-	writeJSON(w, f.status, apiErrorBody{Status: f.status, Code: f.code, Message: err.Error() + f.hint, Path: r.URL.Path, LeafCode: leafCode})
+	writeJSON(w, f.status, apiErrorBody{Status: f.status, Code: f.code, Message: err.Error() + f.hint, Path: rawPath(r), LeafCode: leafCode})
 }
 
 // storeError answers a failed admin call with the status and code of
