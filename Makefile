@@ -61,7 +61,7 @@ check:
 # Windows on amd64 and arm64 (go build compiles no tests). Linux-only code
 # sits behind build tags with a fallback (snowflake/lease/boot_*.go); the
 # process helpers of the tests (internal/dbproctest, internal/galeratest,
-# internal/etcdtest) are unix only.
+# internal/etcdtest) are unix only, internal/k8stest (Pdeathsig) Linux only.
 cross:
 	@for os in darwin windows; do for arch in amd64 arm64; do \
 		echo "GOOS=$$os GOARCH=$$arch go build ./... (root, internal/testing)"; \

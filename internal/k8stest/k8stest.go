@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package k8stest starts a private Kubernetes API server for one test: a kube-apiserver built
 // from the Go module proxy at KubernetesVersion (build.sh, `make k8s`; cached in
 // ~/.cache/leaf-go/kube-apiserver-<version>) on a private one-member etcd from Debian's
@@ -27,6 +29,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/leaf-go/leaf/internal/porttest"
 	"net"
 	"net/http"
 	"os"
@@ -450,34 +453,11 @@ func waitTCP(addr string, p *proc, timeout time.Duration) error {
 	return fmt.Errorf("%s not listening after %v", addr, timeout)
 }
 
-var portMu sync.Mutex
-
-// next is where the next scan of the port range starts in this process.
-var next = PortLow + os.Getpid()%(PortHigh-PortLow+1)
+// portRange is the loopback ports of this test bed, [PortLow, PortHigh].
+var portRange = porttest.NewRange(PortLow, PortHigh)
 
 // freePorts returns n ports of [PortLow, PortHigh] that nobody listens on now.
-func freePorts(n int) ([]int, error) {
-	portMu.Lock()
-	defer portMu.Unlock()
-	var ports []int
-	for tries := 0; tries <= PortHigh-PortLow && len(ports) < n; tries++ {
-		p := next
-		next++
-		if next > PortHigh {
-			next = PortLow
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		_ = l.Close()
-		ports = append(ports, p)
-	}
-	if len(ports) < n {
-		return nil, fmt.Errorf("fewer than %d free ports in %d..%d", n, PortLow, PortHigh)
-	}
-	return ports, nil
-}
+func freePorts(n int) ([]int, error) { return portRange.Free(n) }
 
 // unavailable fails t with msg: the test bed was asked for (EnvBinary set) and cannot start.
 func unavailable(t testing.TB, msg string) {
