@@ -13,13 +13,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leaf-go/leaf/internal/porttest"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -357,34 +357,11 @@ func (m *Member) Log() string {
 	return string(b)
 }
 
-var portMu sync.Mutex
-
-// next is where the next scan of the port range starts in this process.
-var next = PortLow + os.Getpid()%(PortHigh-PortLow+1)
+// portRange is the loopback ports of this test bed, [PortLow, PortHigh].
+var portRange = porttest.NewRange(PortLow, PortHigh)
 
 // freePorts returns n ports of [PortLow, PortHigh] that nobody listens on now.
-func freePorts(n int) ([]int, error) {
-	portMu.Lock()
-	defer portMu.Unlock()
-	var ports []int
-	for tries := 0; tries <= PortHigh-PortLow && len(ports) < n; tries++ {
-		p := next
-		next++
-		if next > PortHigh {
-			next = PortLow
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		_ = l.Close()
-		ports = append(ports, p)
-	}
-	if len(ports) < n {
-		return nil, fmt.Errorf("fewer than %d free ports in %d..%d", n, PortLow, PortHigh)
-	}
-	return ports, nil
-}
+func freePorts(n int) ([]int, error) { return portRange.Free(n) }
 
 // unavailable skips t with msg, or fails it when CI=true.
 func unavailable(t testing.TB, msg string) {
