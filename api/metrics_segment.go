@@ -87,7 +87,7 @@ func (e *tagErrors) prune(keep func(string) bool) {
 // A load is labelled with its biz_tag when the tag has series of its own
 // ([TagMetrics]) and is known to exist in the store
 // ([segment.LoadEvent.Known]: the allocation succeeded, or the tag was in
-// the last tag list read); every other load is counted under an empty
+// the last tag list read, or a miss lookup found its row); every other load is counted under an empty
 // biz_tag, so that probing random tags never creates series. A lookup of a tag the store does not have is
 // not a load: the generator does not report it.
 type LoadMetrics struct {
@@ -109,7 +109,7 @@ func NewLoadMetrics() *LoadMetrics {
 	l := &LoadMetrics{
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaf_segment_loads_total",
-			Help: "Segment allocation transactions by result (ok, error); biz_tag is empty for tags without series of their own and for failures of tags not in the last tag list; a lookup of an unknown tag is not counted.",
+			Help: "Segment allocation transactions by result (ok, error); biz_tag is empty for tags without series of their own; a lookup of a name without a row is not counted.",
 		}, []string{"biz_tag", "result"}),
 		all: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaf_segment_all_loads_total",

@@ -123,7 +123,8 @@ type buffer struct {
 	// load is started after a failure; 0 when not in backoff.
 	retryAt atomic.Int64
 	// known is true once the tag is known to have a row: a refresh listed
-	// it, or an allocation of it succeeded (LoadEvent.Known).
+	// it, a miss lookup found it, or an allocation of it succeeded
+	// (LoadEvent.Known).
 	known atomic.Bool
 	// pending is true while a next segment is ready or a load is in flight,
 	// so that the fast path starts at most one prefetch.

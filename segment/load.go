@@ -25,11 +25,11 @@ type LoadEvent struct {
 	// (a store or context error, or one wrapping [ErrRewound]).
 	Err error
 	// Known reports whether the tag is known to have a row: it was in the
-	// last tag list read, or an allocation of it succeeded (this one or an
-	// earlier one of the same cached tag). A failure of a tag that only a
-	// miss lookup asked for is not Known, so that a metrics consumer can
-	// keep probes of random tags from creating series. Known is always
-	// true when Err is nil.
+	// last tag list read, a miss lookup found its row, or an allocation of
+	// it succeeded (this one or an earlier one of the same cached tag).
+	// A name the store has no row for never gets a load, so that a
+	// metrics consumer labelling only Known loads keeps probes of random
+	// tags from creating series. Known is always true when Err is nil.
 	Known bool
 }
 

@@ -3,6 +3,7 @@ package segment_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -91,8 +92,9 @@ func TestPrefetchRetriedWhileServing(t *testing.T) {
 }
 
 // TestOnLoad: Config.OnLoad hears of every load, successful or not, with
-// Known true for a tag the tag list had or an allocation found; a miss
-// lookup (found, not found, or failed) is not a load.
+// Known true for a tag the tag list had, a miss lookup found or an
+// allocation found; a miss lookup (found, not found, or failed) is not a
+// load.
 func TestOnLoad(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, sqliteDB.dsn(t))
@@ -116,6 +118,13 @@ func TestOnLoad(t *testing.T) {
 	db.Create(t, "probed", 1, 100)
 	db.Create(t, "late", 1, 100)
 	mustGet(t, g, "probed")
+	// Found by a miss lookup, but its first load is refused (max_id + step
+	// would pass int64): a failed load of a tag the store has.
+	db.Create(t, "probedfull", 1, 100)
+	db.Exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'probedfull'", int64(math.MaxInt64-10))
+	if _, err := g.Get(ctx, "probedfull"); !errors.Is(err, segment.ErrNoSegment) {
+		t.Fatalf("Get(%q) at the int64 limit = %v, want ErrNoSegment", "probedfull", err)
+	}
 	db.Store.Close()
 	for _, tag := range []string{"listed2", "late"} {
 		if _, err := g.Get(ctx, tag); !errors.Is(err, segment.ErrNoSegment) {
@@ -129,6 +138,7 @@ func TestOnLoad(t *testing.T) {
 	}{
 		{"listed", false, true},
 		{"probed", false, true},
+		{"probedfull", true, true},
 		{"listed2", true, true},
 		// "late": its miss lookup failed (the store closed): no load ran.
 	}

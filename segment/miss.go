@@ -292,6 +292,9 @@ func (g *Generator) probe(ctx context.Context, tag string) (*buffer, error) {
 		if m[t] == nil {
 			b := g.newBuffer(t)
 			b.probe = true
+			// The lookup read its row: its loads, failed ones too, are
+			// of a tag the store has (LoadEvent.Known).
+			b.known.Store(true)
 			if ordered { // ordered.go; b is not shared yet
 				b.ord.Store(&orderQueue{})
 			}
