@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/internal/clocktest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 )
 
@@ -253,7 +254,7 @@ func TestExhaustedWaitsForLoad(t *testing.T) {
 				}
 				release()
 				// the load finishes after all and is used by the next caller
-				waitFor(t, "the blocked load to land", func() bool { st, _ := statsOf(g, "slow"); return st.NextReady })
+				waittest.For(t, 10*time.Second, "the blocked load to land", func() bool { st, _ := statsOf(g, "slow"); return st.NextReady })
 				if id := mustGet(t, g, "slow"); id != 11 {
 					t.Fatalf("Get(%q) = %d, want 11", "slow", id)
 				}
