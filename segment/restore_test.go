@@ -153,13 +153,17 @@ func TestRefusesUntilFenced(t *testing.T) {
 			if burned != 1 {
 				t.Fatalf("max_id after the refusal = %d, want 1 (nothing allocated)", burned)
 			}
-			deadline := time.Now().Add(200 * time.Millisecond)
-			for time.Now().Before(deadline) {
+			// Wait for three more refused loads (each reads max_id where it
+			// would allocate), not for a fixed time.
+			st, _ = statsOf(g, "fence")
+			refused := st.LoadFailures
+			waittest.For(t, 10*time.Second, "three more refused loads", func() bool {
 				if id, err := g.Get(context.Background(), "fence"); err == nil {
 					t.Fatalf("Get(%q) = %d while refusing, want an error", "fence", id)
 				}
-				time.Sleep(time.Millisecond)
-			}
+				st, _ := statsOf(g, "fence")
+				return st.LoadFailures >= refused+3
+			})
 			if got := db.MaxID(t, "fence"); got != burned {
 				t.Fatalf("max_id while refusing went %d -> %d, want no allocation", burned, got)
 			}
