@@ -307,6 +307,13 @@ func (tl *tally) add(ids []int64, errs map[string]int, worst time.Duration) {
 // every ID at or above prevMax (the max_id held at the previous kill, so a
 // restarted server never reuses a range), adds the round to all and returns
 // maxID(), the floor for the next round.
+//
+// Call it right after the kill (Kill9 returns once the process is gone),
+// with no settling time: the killed server handed out IDs only from ranges
+// whose commits it had heard of, all before the kill, so max_id read now is
+// above all of them. A statement still in flight that commits later only
+// raises max_id past a range nobody was given; reading before it makes the
+// floor stricter, not wrong.
 func endKillRound(t *testing.T, round int, tl, all *tally, prevMax int64, maxID func() int64) int64 {
 	t.Helper()
 	ids, errs, worst, bad := tl.snapshot()
