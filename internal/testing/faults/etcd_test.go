@@ -195,7 +195,12 @@ func TestEtcdWorkerIDs(t *testing.T) {
 	time.Sleep(time.Second)
 	lead := cl.Leader(t)
 	cl.Member(lead).Stop()
-	time.Sleep(etcdKeepAlive + time.Second)
+	// The holders renew through the new leader before the second stop: two
+	// more keepalives of each (the second began after the stop), not a
+	// fixed time.
+	for _, p := range holders {
+		waitNextReports(t, p, "keepAlives", 30*time.Second)
+	}
 	second := cl.Leader(t)
 	for _, tl := range qt {
 		tl.startFault()
