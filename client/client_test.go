@@ -17,6 +17,7 @@ import (
 
 	"github.com/leaf-go/leaf/client"
 	"github.com/leaf-go/leaf/internal/dbtest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/snowflake"
 )
 
@@ -392,12 +393,16 @@ func TestCloseStopsWaiters(t *testing.T) {
 	if _, err := c.Segment(ctx, "hang"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Segment(hang) with a 100ms context = %v, want DeadlineExceeded", err)
 	}
+	accepted := func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
+	before := accepted()
 	waiter := make(chan error, 1)
 	go func() {
 		_, err := c.Snowflake(context.Background())
 		waiter <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let it wait for the refill
+	// Close while it waits for the refill: once the refill's request has
+	// reached the server, not after a fixed time.
+	waittest.For(t, 10*time.Second, "the snowflake refill's connection", func() bool { return accepted() > before })
 	start := time.Now()
 	c.Close()
 	if took := time.Since(start); took > time.Second {

@@ -39,7 +39,6 @@ var (
 	newGen        = segtest.NewGen
 	mustGet       = segtest.MustGet
 	statsOf       = segtest.StatsOf
-	waitFor       = segtest.WaitFor
 	waitNextReady = segtest.WaitNextReady
 )
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/internal/clocktest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 )
 
@@ -29,7 +30,7 @@ func TestBackoffSparesDatabase(t *testing.T) {
 			t.Fatalf("Get(%q) = %d, want %d", "flaky", id, want)
 		}
 		if want == 11 {
-			waitFor(t, "the failed load", func() bool { st, _ := statsOf(g, "flaky"); return st.LoadFailures == 1 && !st.Loading })
+			waittest.For(t, 10*time.Second, "the failed load", func() bool { st, _ := statsOf(g, "flaky"); return st.LoadFailures == 1 && !st.Loading })
 		}
 	}
 	for range 100 {
@@ -74,7 +75,7 @@ func TestPrefetchRetriedWhileServing(t *testing.T) {
 			t.Fatalf("Get(%q) = %d, want %d", "flaky", id, want)
 		}
 		if want == 11 {
-			waitFor(t, "the failed load", func() bool { st, _ := statsOf(g, "flaky"); return st.LoadFailures == 1 && !st.Loading })
+			waittest.For(t, 10*time.Second, "the failed load", func() bool { st, _ := statsOf(g, "flaky"); return st.LoadFailures == 1 && !st.Loading })
 		}
 	}
 	db.Exec(t, "ALTER TABLE leaf_alloc_away RENAME TO leaf_alloc")

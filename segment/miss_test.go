@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/internal/clocktest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 )
 
@@ -295,7 +296,7 @@ func TestMissFloodFair(t *testing.T) {
 		})
 	}
 	defer func() { stop(); flood.Wait() }()
-	waitFor(t, "the flood to run", func() bool { return asked.Load() >= 200 })
+	waittest.For(t, 10*time.Second, "the flood to run", func() bool { return asked.Load() >= 200 })
 	for i := range 5 {
 		tag := fmt.Sprintf("new-%d", i)
 		db.Create(t, tag, 100*int64(i+1), 10)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 )
@@ -81,7 +82,7 @@ func TestOrderedGroupCommit(t *testing.T) {
 			release := d.LockRow(t, "ord")
 			first := make(chan int64, 1)
 			go func() { first <- mustGet(t, g, "ord") }()
-			waitFor(t, "first allocation in flight", func() bool {
+			waittest.For(t, 10*time.Second, "first allocation in flight", func() bool {
 				st, _ := statsOf(g, "ord")
 				return st.Loading && st.Waiting == 0 && cs.Allocs.Load() == 1
 			})
@@ -95,7 +96,7 @@ func TestOrderedGroupCommit(t *testing.T) {
 					ids[i] = mustGet(t, g, "ord")
 				}()
 			}
-			waitFor(t, "requests queued", func() bool {
+			waittest.For(t, 10*time.Second, "requests queued", func() bool {
 				st, _ := statsOf(g, "ord")
 				return st.Waiting == n
 			})

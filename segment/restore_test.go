@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 )
 
@@ -142,7 +143,7 @@ func TestRefusesUntilFenced(t *testing.T) {
 			}
 			// The log line is written just after the waiters are woken.
 			for _, want := range []string{"level=ERROR", "biz_tag=fence", "high_water=" + strconv.FormatInt(high, 10), "max_id of", "leafctl tag fence fence"} {
-				waitFor(t, "log line with "+want, func() bool { return strings.Contains(logs.String(), want) })
+				waittest.For(t, 10*time.Second, "log line with "+want, func() bool { return strings.Contains(logs.String(), want) })
 			}
 
 			// The store's max_id is read before allocating: the rewind is
@@ -152,13 +153,17 @@ func TestRefusesUntilFenced(t *testing.T) {
 			if burned != 1 {
 				t.Fatalf("max_id after the refusal = %d, want 1 (nothing allocated)", burned)
 			}
-			deadline := time.Now().Add(200 * time.Millisecond)
-			for time.Now().Before(deadline) {
+			// Wait for three more refused loads (each reads max_id where it
+			// would allocate), not for a fixed time.
+			st, _ = statsOf(g, "fence")
+			refused := st.LoadFailures
+			waittest.For(t, 10*time.Second, "three more refused loads", func() bool {
 				if id, err := g.Get(context.Background(), "fence"); err == nil {
 					t.Fatalf("Get(%q) = %d while refusing, want an error", "fence", id)
 				}
-				time.Sleep(time.Millisecond)
-			}
+				st, _ := statsOf(g, "fence")
+				return st.LoadFailures >= refused+3
+			})
 			if got := db.MaxID(t, "fence"); got != burned {
 				t.Fatalf("max_id while refusing went %d -> %d, want no allocation", burned, got)
 			}
@@ -167,7 +172,7 @@ func TestRefusesUntilFenced(t *testing.T) {
 				t.Fatal(err)
 			}
 			var id int64
-			waitFor(t, "serving after the fence", func() bool {
+			waittest.For(t, 10*time.Second, "serving after the fence", func() bool {
 				id, err = g.Get(context.Background(), "fence")
 				return err == nil
 			})
@@ -260,7 +265,7 @@ func TestNoIDBeforeMarkDurable(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no Store waiting for release")
 	}
-	waitFor(t, "first segment", func() bool { st, _ := statsOf(g, "dur"); return st.InitOK })
+	waittest.For(t, 10*time.Second, "first segment", func() bool { st, _ := statsOf(g, "dur"); return st.InitOK })
 	if id := mustGet(t, g, "dur"); id != 1 || markOf(t, path, "dur") != 11 {
 		t.Fatalf("Get(%q) = %d with file mark %d, want 1 with 11", "dur", id, markOf(t, path, "dur"))
 	}
@@ -384,7 +389,7 @@ func TestRefreshRaisesMarks(t *testing.T) {
 			for range 5 { // B: the next segments
 				fromB = append(fromB, mustGet(t, b, "obs"))
 			}
-			waitFor(t, "B idle", func() bool { st, _ := statsOf(b, "obs"); return !st.Loading })
+			waittest.For(t, 10*time.Second, "B idle", func() bool { st, _ := statsOf(b, "obs"); return !st.Loading })
 			want := db.MaxID(t, "obs") // B may still prefetch later: at least this
 			if err := a.Refresh(context.Background()); err != nil {
 				t.Fatal(err)
@@ -396,7 +401,7 @@ func TestRefreshRaisesMarks(t *testing.T) {
 			for range 9 {
 				mustGet(t, a, "obs")
 			}
-			waitFor(t, "A idle", func() bool { st, _ := statsOf(a, "obs"); return !st.Loading })
+			waittest.For(t, 10*time.Second, "A idle", func() bool { st, _ := statsOf(a, "obs"); return !st.Loading })
 			db.Exec(t, "UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = 'obs'", aMax)
 			for range 30 {
 				id, err := a.Get(context.Background(), "obs")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/internal/clocktest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 )
@@ -194,7 +195,7 @@ func TestTagDroppedByLoad(t *testing.T) {
 	if _, err := h.Get(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the tag dropped by the prefetch", func() bool {
+	waittest.For(t, 10*time.Second, "the tag dropped by the prefetch", func() bool {
 		_, ok := statsOf(g, "gone")
 		return !ok
 	})

@@ -26,6 +26,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/internal/zktest"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/snowflake/zkworker"
@@ -144,7 +145,12 @@ func TestKillNineRestart(t *testing.T) {
 			for i := 0; i < 120; i++ {
 				last = p.id(t, "k9")
 			}
-			time.Sleep(100 * time.Millisecond) // let a background load commit or not; either is fine
+			// The kill lands once the next segment is reserved but unused (not
+			// after a fixed time): the restarted server must skip it too.
+			waittest.For(t, 20*time.Second, "the prefetched segment of k9", func() bool {
+				status, body, err := p.get(t.Context(), "/api/v1/segment/buffers?prefix=k9")
+				return err == nil && status == 200 && strings.Contains(body, `"nextReady":true`)
+			})
 			p.kill9()
 			maxAtKill := maxID(t, st, "k9")
 			p2 := startServer(t, dir, "--segment-dsn", dsnStr)

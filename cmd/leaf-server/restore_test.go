@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -114,15 +115,17 @@ func TestRestoreDrill(t *testing.T) {
 			if got := restoreMetric(t, p2, `leaf_segment_rewound{biz_tag="drill"}`); got != "1" {
 				t.Fatalf("leaf_segment_rewound = %q while refusing, want 1", got)
 			}
-			// It keeps refusing, and waiting burns nothing past the
-			// one segment the refusal allocated.
+			// It keeps refusing, and its retries burn nothing: wait for
+			// two more refused loads (each reads max_id where it would
+			// allocate), not for a fixed time.
 			burned := maxID(t, st, tag)
-			for range 5 {
-				time.Sleep(200 * time.Millisecond)
+			refused := loadFailures(t, p2, tag)
+			restoreWait(t, 20*time.Second, "two more refused loads", func() bool {
 				if status, body, _ := p2.get(ctx, "/api/segment/get/"+tag); status != 500 || !strings.Contains(body, "id=-3") {
 					t.Fatalf("GET while refusing = %d %s, want 500 with id=-3", status, body)
 				}
-			}
+				return loadFailures(t, p2, tag) >= refused+2
+			})
 			if got := maxID(t, st, tag); got != burned || got >= mark {
 				t.Fatalf("max_id while refusing = %d (after the refusal %d), want it unchanged below the mark %d", got, burned, mark)
 			}
@@ -237,6 +240,36 @@ func restoreWait(t *testing.T, limit time.Duration, what string, cond func() boo
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// loadFailures is the failed (or refused) loads of tag that
+// /api/v1/segment/buffers counts.
+func loadFailures(t *testing.T, p *proc, tag string) int64 {
+	t.Helper()
+	code, body, err := p.get(t.Context(), "/api/v1/segment/buffers?prefix="+tag)
+	if err != nil || code != 200 {
+		t.Fatalf("GET /api/v1/segment/buffers = %d %s, %v", code, body, err)
+	}
+	var s struct {
+		Buffers []struct {
+			BizTag       string `json:"bizTag"`
+			LoadFailures string `json:"loadFailures"`
+		} `json:"buffers"`
+	}
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatalf("buffers %s: %v", body, err)
+	}
+	for _, b := range s.Buffers {
+		if b.BizTag == tag {
+			n, err := strconv.ParseInt(b.LoadFailures, 10, 64)
+			if err != nil {
+				t.Fatalf("loadFailures of %s = %q: %v", tag, b.LoadFailures, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no buffer of %s in %s", tag, body)
+	return 0
 }
 
 // restoreMetric returns the value of the /metrics sample whose name and

@@ -1,6 +1,6 @@
 // Package segtest holds the test helpers shared by the segment tests of the root module
 // (segment/*_test.go) and of the test module (internal/testing/segment): an opened store with
-// a raw connection beside it, a generator closed with the test, polling, a counting store and a store that stalls.
+// a raw connection beside it, a generator closed with the test, a counting store and a store that stalls.
 // It is imported only from tests.
 package segtest
 
@@ -20,6 +20,7 @@ import (
 	_ "github.com/go-sql-driver/mysql" // raw SQL on the MySQL test database
 	_ "github.com/jackc/pgx/v5/stdlib" // raw SQL on the PostgreSQL test database
 
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
@@ -149,23 +150,11 @@ func StatsOf(g *segment.Generator, tag string) (segment.BufferStats, bool) {
 	return segment.BufferStats{}, false
 }
 
-// WaitFor polls cond every millisecond until it holds, failing the test after 10 s.
-func WaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // WaitNextReady waits until the prefetched segment of tag is ready and returns its stats.
 func WaitNextReady(t testing.TB, g *segment.Generator, tag string) segment.BufferStats {
 	t.Helper()
 	var st segment.BufferStats
-	WaitFor(t, tag+" next segment", func() bool {
+	waittest.For(t, 10*time.Second, tag+" next segment", func() bool {
 		st, _ = StatsOf(g, tag)
 		return st.NextReady
 	})

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaf-go/leaf/internal/etcdtest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/snowflake/lease"
 )
@@ -238,7 +239,11 @@ func TestLost(t *testing.T) {
 			if succ.WorkerID() != 0 {
 				t.Fatalf("successor got %d", succ.WorkerID())
 			}
-			time.Sleep(2 * testKeepAlive)
+			// Nothing comes back. Only time can tell: a lost Worker renews nothing, so no
+			// count shows that a keepalive interval went by; watch two of them.
+			waittest.Quiet(t, 2*testKeepAlive, "lost holder became ready again", func() bool {
+				return w.Ready() == nil || !w.Expiry().Before(time.Now())
+			})
 			if _, err := g.Next(context.Background()); !errors.Is(err, snowflake.ErrLeaseExpired) {
 				t.Fatalf("lost holder's Next: %v, want ErrLeaseExpired", err)
 			}

@@ -180,11 +180,22 @@ func TestLeaseLostWithNewSession(t *testing.T) {
 	t.Parallel()
 	addr := zktest.Addr(t)
 	fw := forward(t, "", addr)
-	o := options(t, fw.addr(), zktest.Name(t, addr), "8080")
+	name := zktest.Name(t, addr)
+	o := options(t, fw.addr(), name, "8080")
 	w := claim(t, o)
+	conn := zktest.Conn(t, addr)
+	live := fmt.Sprintf("/snowflake/%s/live/%d", name, w.WorkerID())
+	if ok, _, err := conn.Exists(live); err != nil || !ok {
+		t.Fatalf("live node %s of the claim: exists %v, %v", live, ok, err)
+	}
 	fw.block()
 	waitFor(t, 10*time.Second, "lapsed", func() bool { return w.Ready() != nil })
-	time.Sleep(o.SessionTimeout + 2*time.Second) // ZooKeeper expires the session
+	// ZooKeeper expires the session: it deletes the holder's live node (an ephemeral of
+	// that session) when it does. Wait for that, not for a fixed time.
+	waitFor(t, 30*time.Second, "ZooKeeper expiring the session (its live node gone)", func() bool {
+		ok, _, err := conn.Exists(live)
+		return err == nil && !ok
+	})
 	fw.unblock()
 	waitFor(t, 30*time.Second, "Lost() closed", func() bool {
 		select {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/internal/zktest"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/snowflake/zkworker"
@@ -152,7 +153,15 @@ func TestRuntimeConflict(t *testing.T) {
 			if _, err := g.Next(context.Background()); err != nil {
 				t.Fatalf("Next() before the conflict = %v", err)
 			}
-			time.Sleep(200 * time.Millisecond) // a few clean heartbeats: no false conflict
+			// A few clean heartbeats, no false conflict: wait for three uploads (each
+			// checks the node and the live node), not for a fixed time.
+			uploads := map[time.Time]bool{}
+			waitFor(t, 10*time.Second, "three uploads", func() bool {
+				if at := w.Status().LastUpload; !at.IsZero() {
+					uploads[at] = true
+				}
+				return len(uploads) >= 3
+			})
 			if err := w.Ready(); err != nil {
 				t.Fatalf("Ready() before the conflict = %v", err)
 			}
@@ -176,11 +185,10 @@ func TestRuntimeConflict(t *testing.T) {
 			default:
 				t.Error("Lost() not closed after the conflict")
 			}
-			// Never resumes: later heartbeats leave the conflict in place.
-			time.Sleep(200 * time.Millisecond)
-			if w.Ready() == nil {
-				t.Error("Ready() = nil again after the conflict")
-			}
+			// Never resumes: later heartbeats leave the conflict in place. Only time can
+			// tell: a conflicted worker uploads nothing, so nothing shows that a heartbeat
+			// ran since.
+			waittest.Quiet(t, 4*o.HeartbeatInterval, "Ready() = nil again after the conflict", func() bool { return w.Ready() == nil })
 			var d map[string]any
 			b, _ := json.Marshal(w.Details())
 			_ = json.Unmarshal(b, &d)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/internal/zktest"
 	"github.com/leaf-go/leaf/snowflake/zkworker"
 )
@@ -54,8 +55,14 @@ func TestLostNodes(t *testing.T) {
 	if !a.Expiry().Before(time.Now()) {
 		t.Errorf("A's Expiry() = %v, want in the past", a.Expiry())
 	}
-	time.Sleep(time.Second) // two more of A's heartbeats
+	// A does not create its node again. Only time can tell: A's heartbeats, which would
+	// write it, show nowhere when they run (a conflicted worker uploads nothing), so watch
+	// the namespace through two of their intervals.
 	forever := "/snowflake/" + name + "/forever"
+	waittest.Quiet(t, 2*oa.HeartbeatInterval, "A created its node again after the loss", func() bool {
+		kids, _, _ := conn.Children(forever)
+		return slices.ContainsFunc(kids, func(k string) bool { return strings.HasPrefix(k, "127.0.0.1:1-") })
+	})
 	kids, _, _ := conn.Children(forever)
 	slices.Sort(kids)
 	want := []string{"127.0.0.1:2-0000000001", c.Status().Node[len(forever)+1:]}

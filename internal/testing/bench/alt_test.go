@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leaf-go/leaf/internal/dbtest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 )
 
@@ -121,7 +122,8 @@ func alternativesSection(t *testing.T, rep *report, sh *shared) {
 				t.Fatal(err)
 			}
 			defer pool.Close()
-			time.Sleep(100 * time.Millisecond) // MinConns connect in the background
+			// MinConns connect in the background: measure once they have.
+			waittest.For(t, 30*time.Second, "the pool's connections", func() bool { return pool.Stat().IdleConns() >= int32(c) })
 			return drive(ctx, c, d, func(ctx context.Context) (id int64, err error) {
 				err = pool.QueryRow(ctx, query, args...).Scan(&id)
 				return id, err

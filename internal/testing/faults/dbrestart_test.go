@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -234,8 +235,10 @@ type segmentBuffer struct {
 	Loading bool   `json:"loading"`
 }
 
+// buffersOf returns what the buffers API says of tag; false when it says
+// nothing (or does not answer).
 func buffersOf(p *servertest.Proc, tag string) (segmentBuffer, bool) {
-	status, body, err := p.Get(context.Background(), "/api/v1/segment/buffers")
+	status, body, err := p.Get(context.Background(), "/api/v1/segment/buffers?prefix="+url.QueryEscape(tag))
 	if err != nil || status != 200 {
 		return segmentBuffer{}, false
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 )
 
@@ -130,7 +131,19 @@ func TestFullDisk(t *testing.T) {
 			if layout == "marks" {
 				wg.Go(func() { spilled = spillMarks(ctx, p, spillTags) })
 			}
-			time.Sleep(100 * time.Millisecond) // a write already past its data may still land
+			// The durable mark at the fill is read once every write begun
+			// before it has ended, not after a fixed time: a segment load
+			// writes its mark (and, on SQLite, its row) inside the load, one
+			// load per tag at a time; snowflake stores one time mark at a
+			// time, so a store that ends after the fill began after every
+			// earlier one had ended.
+			if layout == "snowflake" {
+				ended := func() int64 { s := status(t, p); return s.HighWaterStores + s.HighWaterFailures }
+				n := ended()
+				waittest.For(t, 30*time.Second, "a time mark store ending after the fill", func() bool { return ended() > n })
+			} else {
+				waitNoLoad(t, p, tag, 30*time.Second)
+			}
 			markAtFull := durable()
 			var maxAtFull, maxAtEnd int64
 			if layout == "marks" {

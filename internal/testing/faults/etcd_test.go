@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/etcdtest"
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/snowflake"
 )
 
@@ -155,7 +156,11 @@ func TestEtcdWorkerIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	tbAfter, stopBAfter := load(b)
-	time.Sleep(3 * time.Second)
+	// Not a fixed time: wait until B has noticed the loss (status), then for
+	// 100 refusals after it (each a request it would have answered).
+	waittest.For(t, 30*time.Second, "B noticing its lost lease", func() bool { return etcdLost(b) != "" })
+	refused := tbAfter.errCount()
+	waittest.For(t, 30*time.Second, "B refusing 100 requests after the loss", func() bool { return tbAfter.errCount() >= refused+100 })
 	stopBAfter()
 	readyB := readyz(b)
 	lostB := etcdLost(b)
@@ -190,23 +195,34 @@ func TestEtcdWorkerIDs(t *testing.T) {
 	time.Sleep(time.Second)
 	lead := cl.Leader(t)
 	cl.Member(lead).Stop()
-	time.Sleep(etcdKeepAlive + time.Second)
+	// The holders renew through the new leader before the second stop: two
+	// more keepalives of each (the second began after the stop), not a
+	// fixed time.
+	for _, p := range holders {
+		waitNextReports(t, p, "keepAlives", 30*time.Second)
+	}
 	second := cl.Leader(t)
 	for _, tl := range qt {
 		tl.startFault()
 	}
 	cl.Member(second).Stop()
 	var fails []string
-	var idsAtFail []int
+	var idsAtFail, errsAtFail []int
 	for i, tl := range qt {
 		f := tl.waitFirstErr(t, 2*etcdTTL)
-		idsAtFail = append(idsAtFail, tl.idCount())
+		idsAtFail, errsAtFail = append(idsAtFail, tl.idCount()), append(errsAtFail, tl.errCount())
 		if f >= etcdTTL {
 			t.Errorf("holder %d stopped issuing %v after quorum was lost, not before the lease TTL %v", i, f, etcdTTL)
 		}
 		fails = append(fails, f.Round(time.Millisecond).String())
 	}
-	time.Sleep(2 * time.Second)
+	// Not a fixed time: each holder refuses 100 more requests (each one it
+	// would have answered) before the checks.
+	for i, tl := range qt {
+		waittest.For(t, 30*time.Second, fmt.Sprintf("holder %d refusing 100 more requests without quorum", i), func() bool {
+			return tl.errCount() >= errsAtFail[i]+100
+		})
+	}
 	var readys []int
 	for i, p := range holders {
 		readys = append(readys, readyz(p))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/store"
 )
 
@@ -51,13 +52,14 @@ func TestGroupedMidnight(t *testing.T) {
 			offA := time.Until(midnight.Add(-6 * time.Second))
 			clkA.set(t, offA)
 			clkB.set(t, offA-2*time.Second)
-			time.Sleep(20 * time.Millisecond) // the servers re-read the file every 2 ms
+			time.Sleep(20 * time.Millisecond) // a clock re-reads the file once its last read is 2 ms old: bound by construction
 
 			var (
-				mu    sync.Mutex
-				seen  = map[string]string{} // ID → server
-				count = map[string]int{}    // server/period → IDs
-				bad   []string
+				mu      sync.Mutex
+				seen    = map[string]string{} // ID → server
+				count   = map[string]int{}    // server/period → IDs
+				answers = map[string]int{}    // server → HTTP answers, errors included
+				bad     []string
 			)
 			var hwA, hwB atomic.Value // latest period each server answered
 			hwA.Store("")
@@ -94,6 +96,9 @@ func TestGroupedMidnight(t *testing.T) {
 					}
 					body, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
+					mu.Lock()
+					answers[name]++
+					mu.Unlock()
 					if resp.StatusCode != http.StatusOK {
 						time.Sleep(10 * time.Millisecond)
 						continue
@@ -128,7 +133,16 @@ func TestGroupedMidnight(t *testing.T) {
 			pa.Store(startClocked(t, dirA, clkA, args...))
 			waitPeriod(&hwB, "B")
 			clkB.set(t, time.Until(midnight.Add(-5*time.Second))) // B steps back across midnight
-			time.Sleep(3 * time.Second)
+			// Not a fixed time: 100 more answers of each server (each one a
+			// chance to answer the earlier period) while B's clock is back.
+			mu.Lock()
+			a0, b0 := answers["A"], answers["B"]
+			mu.Unlock()
+			waittest.For(t, 30*time.Second, "100 more answers of A and B", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return answers["A"] >= a0+100 && answers["B"] >= b0+100
+			})
 			cancel()
 			wg.Wait()
 			mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/waittest"
 )
 
 // TestHostileInput sends malformed and abusive requests to every route of a
@@ -170,6 +171,7 @@ func TestSlowloris(t *testing.T) {
 	const slow = 64
 	var closed atomic.Int64
 	var closedAfter atomic.Int64 // ns, the latest
+	var opened atomic.Int64      // slow connections that sent their first byte, or failed to dial
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -178,6 +180,7 @@ func TestSlowloris(t *testing.T) {
 		wg.Go(func() {
 			c, err := net.Dial("tcp", p.Addr())
 			if err != nil {
+				opened.Add(1)
 				t.Errorf("dial: %v", err)
 				return
 			}
@@ -197,7 +200,11 @@ func TestSlowloris(t *testing.T) {
 			}()
 			hdr := "GET /api/segment/get/leaf-segment-test HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("z", 1000)
 			for i := 0; i < len(hdr); i++ {
-				if _, err := c.Write([]byte{hdr[i]}); err != nil {
+				_, err := c.Write([]byte{hdr[i]})
+				if i == 0 {
+					opened.Add(1)
+				}
+				if err != nil {
 					break
 				}
 				select {
@@ -211,7 +218,9 @@ func TestSlowloris(t *testing.T) {
 			<-readDone
 		})
 	}
-	time.Sleep(500 * time.Millisecond) // let the slow connections open
+	// The good clients start once every slow connection is open (has sent
+	// its first byte), not after a fixed time.
+	waittest.For(t, 10*time.Second, "the slow connections to open", func() bool { return opened.Load() == slow })
 	tl := newTally(2*time.Second, 2*time.Second)
 	var good []target
 	for range 4 {

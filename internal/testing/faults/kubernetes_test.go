@@ -12,6 +12,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/k8stest"
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/snowflake"
 )
 
@@ -122,7 +123,8 @@ func TestKubernetesWorkerIDs(t *testing.T) {
 	tbAfter, stopBAfter := load(b)
 	resumed := waitReadyz(t, b, 2*k8sDuration+30*time.Second)
 	wbAfter := status(t, b).WorkerID
-	time.Sleep(2 * time.Second)
+	// Serving again: wait for its first ID on the new claim, not a fixed time.
+	waittest.For(t, 30*time.Second, "leaf-go-1 issuing on its new claim", func() bool { return tbAfter.idCount() > 0 })
 	stopBAfter()
 	if wbAfter == wb || wbAfter == wb2 || wbAfter == wa2 {
 		t.Errorf("leaf-go-1 after SIGCONT claimed worker ID %d again; want one no live server holds (not %d, %d, %d)", wbAfter, wb, wb2, wa2)

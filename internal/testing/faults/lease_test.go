@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/servertest"
 	"github.com/leaf-go/leaf/internal/testing/faultproxy"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/internal/zktest"
 )
 
@@ -100,14 +101,14 @@ func sqlLeaseLost(t *testing.T, kind string) {
 	time.Sleep(time.Second)
 	ta.startFault()
 	px.Cut()
-	cut := time.Now()
 	failAfter := ta.waitFirstErr(t, 12*time.Second)
 	if failAfter >= 10*time.Second {
 		t.Errorf("server A failed %v after the cut, want before the 10 s TTL", failAfter)
 	}
 	readyWhileExpired := readyz(a)
-	// C after the TTL: A's row has expired in the database.
-	time.Sleep(time.Until(cut.Add(10500 * time.Millisecond)))
+	// C after the TTL: once A's row has expired by the database's clock, not
+	// after a fixed time.
+	waittest.For(t, 30*time.Second, "A's lease row expiring in the database", func() bool { return d.leaseExpired(t, wa) })
 	// Past the TTL with the database still cut, A's lease may have been taken
 	// over: A must not call itself ready (a load balancer would keep sending
 	// it snowflake requests it can only refuse).
@@ -134,7 +135,13 @@ func sqlLeaseLost(t *testing.T, kind string) {
 	if lostAfter < 0 && wc == wa {
 		t.Errorf("server A: lease not lost (status API) with /readyz 503 within 10 s after its worker ID %d went to server C", wa)
 	}
-	time.Sleep(time.Second)
+	if wc == wa {
+		// A must not answer a single ID with C's worker ID. Its refusals are
+		// the witness, not a fixed time: each one is a request it would have
+		// answered. (With another worker ID, C leaves A's lease to A.)
+		refused := ta.errCount()
+		waittest.For(t, 10*time.Second, "server A refusing 100 more requests", func() bool { return ta.errCount() >= refused+100 })
+	}
 	stopA()
 	stopB()
 	stopC()
@@ -198,11 +205,14 @@ func sqlLeaseKill(t *testing.T, kind string, trips, kills int, delay time.Durati
 	all := newTally(0, 0)
 	var workers []int64
 	hits := 0
-	var lastKill time.Time
 	for round := 0; round <= kills; round++ {
 		if round == kills {
-			// the first worker ID's lease has expired by now
-			time.Sleep(time.Until(lastKill.Add(10500 * time.Millisecond)))
+			// The last start comes once the killed servers' leases have
+			// expired by the database's clock (not after a fixed time), so
+			// that it may take the first worker ID back.
+			for _, w := range workers {
+				waittest.For(t, 30*time.Second, fmt.Sprintf("the lease of worker %d expiring in the database", w), func() bool { return d.leaseExpired(t, w) })
+			}
 		}
 		px.ClearDelay(t)
 		p := start(t, dir, args...)
@@ -234,7 +244,6 @@ func sqlLeaseKill(t *testing.T, kind string, trips, kills int, delay time.Durati
 			dead = true
 			killing.Unlock()
 			p.Kill9()
-			lastKill = time.Now()
 			stop()
 		}
 		checkWorker(t, tl, w)

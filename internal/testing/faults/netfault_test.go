@@ -60,7 +60,13 @@ func TestDatabaseResetBlackhole(t *testing.T) {
 				} else {
 					px.Blackhole(t)
 				}
-				time.Sleep(200 * time.Millisecond) // a statement already received may still commit
+				// Read the ceiling once no load is in flight, not after a fixed
+				// time: a statement sent before the fault may still be answered
+				// (a reset cuts only what is sent after it) and its range
+				// served. A load begun after the fault never reaches the
+				// database, so max_id read then bounds every ID the server can
+				// hand out while faulted.
+				waitNoLoad(t, p, ph.tag, 30*time.Second)
 				ceiling.Store(d.maxID(t, ph.tag))
 				runway := tl.waitFirstErr(t, 60*time.Second)
 				time.Sleep(ph.extra)

@@ -91,7 +91,6 @@ func TestKillDuringRefresh(t *testing.T) {
 		}
 		cancel()
 		wg.Wait()
-		time.Sleep(100 * time.Millisecond) // a statement in flight may still commit
 		prevMax = endKillRound(t, round, tl, all, prevMax, func() int64 { return d.maxID(t, tag) })
 	}
 	// A last start on the data dir after the last kill: it must come up.

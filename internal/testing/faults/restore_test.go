@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leaf-go/leaf/internal/servertest"
+	"github.com/leaf-go/leaf/internal/waittest"
 )
 
 // leafctlBin builds cmd/leafctl once (no -race: it is a one-shot CLI).
@@ -143,19 +144,28 @@ func restoreDrill(t *testing.T, kind, mode string) {
 			})
 		}
 	}
-	time.Sleep(time.Second)
+	// The backup is taken once both servers serve; the restore comes once
+	// both have allocated past it (their marks above the backup's max_id),
+	// so that the restored row is behind each of them. Not after fixed
+	// times: on a loaded machine a server may not have allocated by then.
+	for i := range procs {
+		waitInit(t, procs[i].Load(), tag, 30*time.Second)
+	}
 	old := d.maxID(t, tag) // the backup
-	time.Sleep(1500 * time.Millisecond)
+	for i := range procs {
+		waittest.For(t, 30*time.Second, fmt.Sprintf("server %d allocating past the backup's max_id %d", i, old), func() bool {
+			hw, err := strconv.ParseInt(buffer(t, procs[i].Load(), tag).HighWater, 10, 64)
+			return err == nil && hw > old
+		})
+	}
 	if mode == "restore" {
 		restarting.Store(true)
 		for i := range procs {
 			procs[i].Load().Kill9()
 		}
 	}
-	cur.Store(after)
-	time.Sleep(100 * time.Millisecond) // answers in flight land in "before"
-	preMax := d.maxID(t, tag)
-	restoreMax(t, d, tag, old)
+	cur.Store(after) // a request already sent records into "before" still
+	preMax := restoreMax(t, d, tag, old)
 	after.startFault()
 	if mode == "restore" {
 		for i := range procs {
@@ -194,7 +204,10 @@ func restoreDrill(t *testing.T, kind, mode string) {
 		}
 	}
 	refusedAt := time.Since(after.faultFrom)
-	time.Sleep(500 * time.Millisecond)
+	// The highest mark read now is enough, with no settling time: a mark
+	// rises only by an allocation, which a server makes only when max_id is
+	// at or above its mark and which leaves max_id above the new one; and
+	// the fence never lowers max_id.
 	var mark int64
 	for i := range procs {
 		hw, err := strconv.ParseInt(buffer(t, procs[i].Load(), tag).HighWater, 10, 64)
@@ -248,7 +261,9 @@ func restoreDrill(t *testing.T, kind, mode string) {
 
 // restoreMax puts tag's row back with max_id old: DELETE and INSERT in one
 // transaction, as restoring a dump does (the audit trigger sees no UPDATE).
-func restoreMax(t testing.TB, d *db, tag string, old int64) {
+// It returns the max_id it replaced, read under the row's lock in that
+// transaction.
+func restoreMax(t testing.TB, d *db, tag string, old int64) (replaced int64) {
 	t.Helper()
 	q := func(s string) string {
 		if d.kind == "postgres" {
@@ -257,15 +272,15 @@ func restoreMax(t testing.TB, d *db, tag string, old int64) {
 		}
 		return s
 	}
-	var step int64
-	if err := d.raw.QueryRow(q(`SELECT step FROM leaf_alloc WHERE biz_tag = ?`), tag).Scan(&step); err != nil {
-		t.Fatal(err)
-	}
 	tx, err := d.raw.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
+	var step int64
+	if err := tx.QueryRow(q(`SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE`), tag).Scan(&replaced, &step); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := tx.Exec(q(`DELETE FROM leaf_alloc WHERE biz_tag = ?`), tag); err != nil {
 		t.Fatal(err)
 	}
@@ -276,6 +291,7 @@ func restoreMax(t testing.TB, d *db, tag string, old int64) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	return replaced
 }
 
 // fence raises max_id of tag to at least mark with `leafctl tag fence`.

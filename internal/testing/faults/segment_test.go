@@ -16,6 +16,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/servertest"
 	"github.com/leaf-go/leaf/internal/testing/faultproxy"
+	"github.com/leaf-go/leaf/internal/waittest"
 )
 
 // slack is added to every configured time bound: the servers, the databases
@@ -205,8 +206,11 @@ func TestDatabaseSlowThenDown(t *testing.T) {
 					px.ClearDelay(t)
 					r.Size = fmt.Sprintf("%s, +%v per answer for 3 s, wait-timeout %v", name, ph.delay, wait)
 				} else {
+					// Cut returns once every proxied connection is closed: the
+					// server hears of no commit after it, so max_id now bounds
+					// every ID it can hand out (a statement that commits later
+					// raises max_id past IDs nobody was given). No settling time.
 					px.Cut()
-					time.Sleep(200 * time.Millisecond) // a statement already received may still commit
 					ceiling.Store(d.maxID(t, ph.tag))
 					runway = tl.waitFirstErr(t, 60*time.Second)
 					time.Sleep(ph.down)
@@ -316,7 +320,6 @@ func killRounds(t *testing.T, kind, mode string, rounds int) {
 		}
 		cancel()
 		wg.Wait()
-		time.Sleep(100 * time.Millisecond) // a statement in flight may still commit
 		prevMax = endKillRound(t, round, tl, all, prevMax, func() int64 { return d.maxID(t, tag) })
 	}
 	r := check(t, all, d, tag)
@@ -337,6 +340,17 @@ func killRounds(t *testing.T, kind, mode string, rounds int) {
 		}
 	}
 	report.add(t, r)
+}
+
+// waitNoLoad waits until p shows no load of tag in flight, failing t after
+// limit. Seen after a fault began, it says that every load started before
+// the fault has ended: a tag loads one segment at a time.
+func waitNoLoad(t testing.TB, p *servertest.Proc, tag string, limit time.Duration) {
+	t.Helper()
+	waittest.For(t, limit, "no load of "+tag+" in flight", func() bool {
+		b, ok := buffersOf(p, tag)
+		return ok && !b.Loading
+	})
 }
 
 // waitLoading polls the buffers API until tag shows a load in flight; false

@@ -24,6 +24,9 @@ type sfStatus struct {
 		UploadError string
 		LastUpload  string // RFC 3339, "" before the first upload
 	} `json:"sourceState"`
+	// HighWaterStores and HighWaterFailures count the stores of the time
+	// mark that ended, by result.
+	HighWaterStores, HighWaterFailures int64
 }
 
 func status(t testing.TB, p *servertest.Proc) sfStatus {

@@ -47,6 +47,21 @@ func (d *db) leaseExpiresMillis(t *testing.T, worker int64) int64 {
 	return ms
 }
 
+// leaseExpired reports whether the lease row of worker has expired by the
+// database's clock, as a claim judges it.
+func (d *db) leaseExpired(t testing.TB, worker int64) bool {
+	t.Helper()
+	q := `SELECT expires_at < now() FROM leaf_worker_lease WHERE worker_id = $1`
+	if d.kind == "mysql" {
+		q = `SELECT expires_at < UTC_TIMESTAMP(3) FROM leaf_worker_lease WHERE worker_id = ?`
+	}
+	var expired bool
+	if err := d.raw.QueryRowContext(context.Background(), q, worker).Scan(&expired); err != nil {
+		t.Fatalf("read expires_at of worker %d: %v", worker, err)
+	}
+	return expired
+}
+
 // TestSQLLeaseRangeFull: the sql worker-ID source, three servers holding
 // --worker-id-min 10 .. --worker-id-max 12 of one database (PostgreSQL and
 // MariaDB):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/servertest"
 	"github.com/leaf-go/leaf/internal/testing/faultproxy"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/internal/zktest"
 	"github.com/leaf-go/leaf/snowflake"
 )
@@ -147,7 +148,14 @@ func TestZooKeeperPartitionLease(t *testing.T) {
 	time.Sleep(2 * time.Second) // both under load, partition still on
 	px.Clear(t)
 	healed := time.Now()
-	time.Sleep(8 * time.Second) // H reconnects: its session is gone, R holds the ID
+	// H reconnects, finds its session gone and does not serve while R holds
+	// the ID. Not a fixed time: wait for H's new session, then for 100
+	// refusals of H after it (each a request it would have answered).
+	waittest.For(t, 30*time.Second, "H in session with ZooKeeper again", func() bool {
+		return status(t, h).SourceState.State == "StateHasSession"
+	})
+	refused := th.errCount()
+	waittest.For(t, 30*time.Second, "H refusing 100 requests in its new session", func() bool { return th.errCount() >= refused+100 })
 	stopH()
 	stopR()
 
@@ -212,7 +220,13 @@ func TestZooKeeperPauseLease(t *testing.T) {
 	resumed := time.Now()
 	tAfter := newTally(time.Second+slack, 10*time.Second)
 	stopAfter := loadOn(func() *servertest.Proc { return h }, tAfter)
-	time.Sleep(4 * time.Second)
+	// Not a fixed time: wait until H has noticed the loss (its log says so),
+	// then for 100 refusals after it (each a request it would have answered).
+	waittest.For(t, 30*time.Second, "H noticing the lost worker ID", func() bool {
+		return strings.Contains(h.Logs(), "snowflake worker ID lost")
+	})
+	refused := tAfter.errCount()
+	waittest.For(t, 30*time.Second, "H refusing 100 requests after the loss", func() bool { return tAfter.errCount() >= refused+100 })
 	stopAfter()
 	stopR()
 

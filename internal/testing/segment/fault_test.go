@@ -9,6 +9,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/segtest"
 	"github.com/leaf-go/leaf/internal/testing/faultproxy"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store/dsn"
 )
@@ -177,7 +178,7 @@ func TestStartWithDatabaseDown(t *testing.T) {
 		t.Fatalf("Get(%q) with the database cut before any tag list = %v, want -1", "early", err)
 	}
 	px.Restore(t)
-	segtest.WaitFor(t, "Ready after the database came back", g.Ready)
+	waittest.For(t, 10*time.Second, "Ready after the database came back", g.Ready)
 	if id := segtest.MustGet(t, g, "early"); id < 1 {
 		t.Fatalf("Get(%q) = %d, want an ID", "early", id)
 	}
