@@ -58,6 +58,7 @@ var sentinelAnswers = map[string]struct {
 	"store.ErrBelowTombstone":      {store.ErrBelowTombstone, answer{503, "not_ready"}, answer{409, "below_tombstone"}, segment.Code},
 	"store.ErrLeaseLost":           {store.ErrLeaseLost, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
 	"store.ErrNoFreeWorker":        {store.ErrNoFreeWorker, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
+	"store.ErrNotOpen":             {store.ErrNotOpen, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
 	"store.ErrOverflow":            {store.ErrOverflow, answer{503, "not_ready"}, answer{400, "bad_row"}, segment.Code},
 	"store.ErrPermanent":           {store.ErrPermanent, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
 	"store.ErrTagExists":           {store.ErrTagExists, answer{503, "not_ready"}, answer{409, "tag_exists"}, segment.Code},

@@ -17,22 +17,23 @@ import (
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/servertest"
 	"github.com/leaf-go/leaf/store"
+	"github.com/leaf-go/leaf/store/dsn"
 	"github.com/leaf-go/leaf/store/mysql"
 	"github.com/leaf-go/leaf/store/postgres"
 	"github.com/leaf-go/leaf/store/sqlite"
 )
 
 // Every store the server can run on implements the whole [store.Store]; a
-// method added to the interface and forgotten by one of them (or by the
-// lazyStore that stands in for a database not reachable at start) does not
+// method added to the interface and forgotten by one of them does not
 // compile. Before issue 24 groups and retry counts were optional
 // interfaces found by type assertion, and a wrapper that forgot one
 // silently switched off the grouped-name refusal and leaf_store_retries_total.
+// A database not reachable at start needs no wrapper either: the server
+// serves the dialect's store not yet started (dsn.New).
 var (
 	_ store.Store = (*postgres.Store)(nil)
 	_ store.Store = (*mysql.Store)(nil)
 	_ store.Store = (*sqlite.Store)(nil)
-	_ store.Store = (*lazyStore)(nil)
 )
 
 // dialects are the databases of the store-stack tests.
@@ -68,30 +69,37 @@ func TestGroupedNamesRefusedByTheServer(t *testing.T) {
 	}
 }
 
-// TestGroupedNamesRefusedThroughLazyStore is the same check on the store
-// stack of a server whose database did not answer at start: the lazyStore
-// of openSegmentStore, wired by startSegment as run wires it, once the
-// database answers. It also checks that leaf_store_retries_total reaches
-// /metrics through it (the retry counts of the SQL stores).
-func TestGroupedNamesRefusedThroughLazyStore(t *testing.T) {
+// TestGroupedNamesRefusedAfterLateStart is the same check on the store
+// stack of a server whose database did not answer at start: the store of
+// dsn.New, not started, wired by startSegment as run wires it, whose
+// background retry then opens it. It also checks that the store refuses
+// calls before (store.ErrNotOpen), and that leaf_store_retries_total
+// reaches /metrics (the retry counts of the SQL stores).
+func TestGroupedNamesRefusedAfterLateStart(t *testing.T) {
 	servertest.SkipShort(t)
-	for _, db := range dialects[1:] { // SQLite never starts lazily (a local file)
+	for _, db := range dialects[1:] { // SQLite never starts late (a local file)
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			cfg := DefaultConfig()
 			cfg.SegmentDSN, cfg.DataDir, cfg.DemoTag = db.dsn(t), t.TempDir(), false
 			log := slog.New(slog.DiscardHandler)
-			lazy := openLazy(cfg.DSN(), true, errors.New("test: not reachable at start"), log)
-			t.Cleanup(func() { _ = lazy.Close() })
+			st, start, err := dsn.New(cfg.DSN())
+			if err != nil {
+				t.Fatalf("dsn.New: %v", err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			if err := st.Ping(ctx); !errors.Is(err, store.ErrNotOpen) {
+				t.Fatalf("Ping before the start = %v, want store.ErrNotOpen", err)
+			}
 			deps := api.Deps{Logger: log, AdminToken: "secret", WaitTimeout: 5 * time.Second,
 				Registerer: prometheus.NewRegistry()}
-			gen, err := startSegment(ctx, cfg, lazy, lazy, log, &deps)
+			gen, stop, err := startSegment(ctx, cfg, st, start, log, &deps)
 			if err != nil {
 				t.Fatalf("startSegment: %v", err)
 			}
-			t.Cleanup(func() { _ = closeGroups(deps.Groups); _ = gen.Close() })
-			waitOpen(t, lazy)
+			t.Cleanup(func() { stop(); _ = closeGroups(deps.Groups); _ = gen.Close() })
+			waitOpen(t, st)
 			srv := httptest.NewServer(api.NewHandler(deps))
 			t.Cleanup(srv.Close)
 			checkGroupedNames(t, func(method, path, body string) (int, string) {
@@ -105,17 +113,17 @@ func TestGroupedNamesRefusedThroughLazyStore(t *testing.T) {
 	}
 }
 
-// waitOpen waits, at most 30 s, until lazy has opened its database.
-func waitOpen(t *testing.T, lazy *lazyStore) {
+// waitOpen waits, at most 30 s, until st (not open at start) answers.
+func waitOpen(t *testing.T, st store.Store) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := lazy.Ping(t.Context())
+		err := st.Ping(t.Context())
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("lazy store not open after 30 s: %v", err)
+			t.Fatalf("store not open after 30 s: %v", err)
 		}
 		select {
 		case <-t.Context().Done():

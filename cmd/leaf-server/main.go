@@ -113,9 +113,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// The store holds leaf_alloc for segment mode and the worker leases of
 	// --worker-id-source sql.
 	var st store.Store
-	var lazy *lazyStore // st when the database did not answer at start
+	var startStore startFunc // not nil: st did not answer at start and is not open yet
 	if cfg.SegmentEnabled || (cfg.SnowflakeEnabled && cfg.WorkerIDSource == "sql") {
-		st, lazy, err = openSegmentStore(ctx, cfg, log)
+		st, startStore, err = openSegmentStore(ctx, cfg, log)
 		if err != nil {
 			return err
 		}
@@ -123,12 +123,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	var segGen *segment.Generator
 	if cfg.SegmentEnabled {
-		gen, err := startSegment(ctx, cfg, st, lazy, log, &deps)
+		gen, stopRetry, err := startSegment(ctx, cfg, st, startStore, log, &deps)
 		if err != nil {
 			return err
 		}
 		segGen = gen
-		defer func() { err = errors.Join(err, closeGroups(deps.Groups), gen.Close()) }()
+		defer func() { stopRetry(); err = errors.Join(err, closeGroups(deps.Groups), gen.Close()) }()
 	}
 
 	if cfg.SnowflakeEnabled {

@@ -17,16 +17,17 @@ import (
 // startSegment starts segment mode on st exactly as run serves it: the demo
 // tag (cfg.DemoTag), the high-water marks in cfg.DataDir, the generator, and
 // the fields of deps that the handler serves segment mode from. The caller
-// closes the returned generator after the server has stopped; tests call
-// startSegment so that they wire what run wires. When lazy is not nil (st
-// is that [lazyStore]: the database did not answer at start) the demo tag,
-// the engine log and a tag refresh wait until it opens. deps.Store is st too: the routes bound
-// their calls by deps.WaitTimeout (api), the generator's loads by their own
-// timeout.
-func startSegment(ctx context.Context, cfg Config, st store.Store, lazy *lazyStore, log *slog.Logger, deps *api.Deps) (*segment.Generator, error) {
-	if cfg.DemoTag && lazy == nil {
+// calls stop and then closes the returned generator after the server has
+// stopped; tests call startSegment so that they wire what run wires. When
+// start is not nil (st is not open: the database did not answer at start,
+// openSegmentStore) it is retried in the background (retryStart), which
+// stop ends, and the demo tag, the engine log and a tag refresh wait until
+// it succeeds. deps.Store is st too: the routes bound their calls by
+// deps.WaitTimeout (api), the generator's loads by their own timeout.
+func startSegment(ctx context.Context, cfg Config, st store.Store, start startFunc, log *slog.Logger, deps *api.Deps) (gen *segment.Generator, stop func(), err error) {
+	if cfg.DemoTag && start == nil {
 		if err := seedDemo(ctx, st, log); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	loads := api.NewLoadMetrics() // counts and times every load for /metrics
@@ -45,12 +46,26 @@ func startSegment(ctx context.Context, cfg Config, st store.Store, lazy *lazySto
 	if cfg.ReturnTail {
 		scfg.Tails = st // give tails back at SIGTERM, take in others' (issue 22)
 	}
-	gen, err := segment.New(ctx, st, scfg)
+	gen, err = segment.New(ctx, st, scfg)
 	if err != nil {
-		return nil, fmt.Errorf("start segment mode: %w", err)
+		return nil, nil, fmt.Errorf("start segment mode: %w", err)
 	}
-	if lazy != nil {
-		lazy.OnOpen(func(ctx context.Context, st store.Store) {
+	deps.Segment, deps.Store, deps.LoadMetrics = gen, st, loads
+	// Date-grouped tags (issue 14): declarations in leaf_group, the latest
+	// period issued per tag in the data dir.
+	groups, err := group.New(ctx, gen, st, group.Config{
+		PeriodsPath: filepath.Join(cfg.DataDir, "group-periods.json"),
+		Clock:       testClock(segment.SystemClock{}), // offset from a file in leaftest builds only
+		Logger:      log,
+	})
+	if err != nil {
+		_ = gen.Close() // always nil; the start error is the one to report
+		return nil, nil, fmt.Errorf("start grouped tags: %w", err)
+	}
+	deps.Groups = groups
+	stop = func() {}
+	if start != nil {
+		stop = retryStart(start, cfg, log, func(ctx context.Context) {
 			// What a start with the database up does, now that it answers.
 			if cfg.DemoTag {
 				if err := seedDemo(ctx, st, log); err != nil {
@@ -63,21 +78,8 @@ func startSegment(ctx context.Context, cfg Config, st store.Store, lazy *lazySto
 			}
 		})
 	}
-	deps.Segment, deps.Store, deps.LoadMetrics = gen, st, loads
-	// Date-grouped tags (issue 14): declarations in leaf_group, the latest
-	// period issued per tag in the data dir.
-	groups, err := group.New(ctx, gen, st, group.Config{
-		PeriodsPath: filepath.Join(cfg.DataDir, "group-periods.json"),
-		Clock:       testClock(segment.SystemClock{}), // offset from a file in leaftest builds only
-		Logger:      log,
-	})
-	if err != nil {
-		_ = gen.Close() // always nil; the start error is the one to report
-		return nil, fmt.Errorf("start grouped tags: %w", err)
-	}
-	deps.Groups = groups
 	log.Info("segment mode on", "store", dsn.Redact(cfg.DSN()), "high_water_marks", marks.Path())
-	return gen, nil
+	return gen, stop, nil
 }
 
 // demoTag is Leaf's sample row, inserted into an empty leaf_alloc so that the

@@ -168,6 +168,39 @@ func Open(ctx context.Context, s string, migrate bool) (store.Store, error) {
 	}
 }
 
+// New parses s and builds the store of a PostgreSQL or MySQL DSN without
+// touching the network (postgres.New, mysql.New): every call of st fails
+// at once with [store.ErrNotOpen] until start has succeeded once. start
+// connects, checks that the database answers and applies the embedded
+// migrations when migrate is true (the dialect's Store.Start); it may be
+// called again after a failure, never twice at once. Open is New and start
+// in one; New is for a caller that serves while its database is down
+// (leaf-server retries start in the background). The caller closes st.
+// Errors: those of Parse, a malformed DSN, and one for a sqlite: DSN (a
+// local file has nothing to wait for: use Open).
+func New(s string) (st store.Store, start func(ctx context.Context, migrate bool) error, err error) {
+	c, err := Parse(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch c.Dialect {
+	case SQLite:
+		return nil, nil, errors.New("dsn: sqlite: a local file opens at once (use Open)")
+	case Postgres:
+		pg, err := postgres.New(c.DSN)
+		if err != nil {
+			return nil, nil, err
+		}
+		return pg, pg.Start, nil
+	default:
+		my, err := mysql.New(c.DSN)
+		if err != nil {
+			return nil, nil, err
+		}
+		return my, my.Start, nil
+	}
+}
+
 // redacted replaces a password in Redact's output.
 const redacted = "xxxxx"
 

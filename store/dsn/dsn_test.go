@@ -195,3 +195,39 @@ func TestOpen(t *testing.T) {
 		t.Errorf("Open(%q) = %v, want %v", "redis://x", err, dsn.ErrScheme)
 	}
 }
+
+// TestNew builds the store of each server dialect on a closed port: New
+// itself connects nowhere, every call then fails at once with
+// store.ErrNotOpen, and a failed start leaves it so. SQLite and malformed
+// DSNs fail New.
+func TestNew(t *testing.T) {
+	ctx := context.Background()
+	addr := closedAddr(t)
+	for _, give := range []string{
+		"postgres://u:" + secret + "@" + addr + "/leaf?sslmode=disable",
+		"mysql://u:" + secret + "@tcp(" + addr + ")/leaf",
+	} {
+		st, start, err := dsn.New(give)
+		if err != nil {
+			t.Fatalf("New(%q) = %v", dsn.Redact(give), err)
+		}
+		if err := st.Ping(ctx); !errors.Is(err, store.ErrNotOpen) {
+			t.Errorf("Ping of New(%q) = %v, want %v", dsn.Redact(give), err, store.ErrNotOpen)
+		}
+		if err := start(ctx, true); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("start of New(%q) = %v, want an error without the password", dsn.Redact(give), err)
+		}
+		if _, err := st.Allocate(ctx, "t", 0); !errors.Is(err, store.ErrNotOpen) || !strings.Contains(err.Error(), addr) || strings.Contains(err.Error(), secret) {
+			t.Errorf("Allocate after a failed start of New(%q) = %v, want %v naming %s, without the password", dsn.Redact(give), err, store.ErrNotOpen, addr)
+		}
+		if err := st.Close(); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+	}
+	for _, give := range []string{"sqlite:" + t.TempDir() + "/leaf.db", "redis://x", "mysql://root@tcp(h1,,h2)/leaf"} {
+		if st, _, err := dsn.New(give); err == nil {
+			_ = st.Close()
+			t.Errorf("New(%q) = nil error, want one", give)
+		}
+	}
+}

@@ -8,11 +8,13 @@ import (
 	"io"
 	"net"
 	"strings"
+
+	"github.com/leaf-go/leaf/store"
 )
 
-// ErrNodeRefused is returned (wrapped, with the host and the reason) by Open
-// and by new connections when a server must not take allocations: it is
-// read-only (@@read_only, @@super_read_only, TiDB's @@tidb_super_read_only or
+// ErrNodeRefused is returned (wrapped, with the host and the reason) by
+// Open and Store.Start, and by new connections, when a server must not take
+// allocations: it is read-only (@@read_only, @@super_read_only, TiDB's @@tidb_super_read_only or
 // @@tidb_restricted_read_only), or it is a Galera node that is not ready
 // (wsrep_ready=OFF) or not part of the primary component
 // (wsrep_cluster_status other than Primary). With a multi-host DSN the next
@@ -81,10 +83,15 @@ func addrSpan(dsn string) (start, end int, ok bool) {
 type hostConnector struct {
 	addrs []string
 	conns []driver.Connector // one per addrs entry
+	gate  *store.Gate        // nil: connect whenever asked
 }
 
-// Connect implements driver.Connector.
+// Connect implements driver.Connector. While the gate is closed it fails
+// with the gate's error, before any host is tried.
 func (h *hostConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	if err := checkGate(h.gate); err != nil {
+		return nil, err
+	}
 	var errs []error
 	for i, c := range h.conns {
 		conn, err := c.Connect(ctx)
@@ -109,11 +116,16 @@ func (h *hostConnector) Driver() driver.Driver { return h.conns[0].Driver() }
 // connection with checkNode.
 type nodeConnector struct {
 	addr string
+	gate *store.Gate // nil: connect whenever asked
 	driver.Connector
 }
 
-// Connect implements driver.Connector.
+// Connect implements driver.Connector. While the gate is closed it fails
+// with the gate's error, before the host is dialled.
 func (n nodeConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	if err := checkGate(n.gate); err != nil {
+		return nil, err
+	}
 	conn, err := n.Connector.Connect(ctx)
 	if err != nil {
 		return nil, err
@@ -123,6 +135,15 @@ func (n nodeConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, fmt.Errorf("%s: %w", n.addr, err)
 	}
 	return conn, nil
+}
+
+// checkGate returns the error of a closed gate; nil for an open one or
+// none.
+func checkGate(g *store.Gate) error {
+	if g == nil {
+		return nil
+	}
+	return g.Check()
 }
 
 // checkNode refuses a connection to a server that must not take

@@ -62,8 +62,16 @@ type Store struct {
 	// retries counts re-run transactions per cause (RetryStats).
 	retries retryCounters
 	// interpolate records whether placeholders are filled in client-side
-	// (see Open); for tests.
+	// (see New); for tests.
 	interpolate bool
+	// gate refuses db's new connections until Start succeeded (the
+	// connector's Connect).
+	gate store.Gate
+	// direct is what Start connects with: db's connector without the gate.
+	direct driver.Connector
+	// addr names the server in Start's errors: cfg.Addr, "" for several
+	// hosts.
+	addr string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -80,12 +88,29 @@ var _ store.Store = (*Store)(nil)
 // when nothing changed) and, unless the DSN sets time_zone, runs sessions in
 // UTC so that update_time reads back correctly. It checks that the server answers and, when migrate is true,
 // applies the embedded migrations, which adopt an existing Leaf table
-// unchanged. Errors: a malformed dsn, an unreachable server,
+// unchanged: [New] and [Store.Start] in one. Errors: a malformed dsn, an unreachable server,
 // [store.ErrPermanent] (unknown database, access denied: 1044, 1045, 1049,
 // 1698), or a failed
 // migration; [ErrNodeRefused] when every host is read-only or not in a
 // Galera primary component.
 func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
+	s, err := New(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(ctx, migrate); err != nil {
+		_ = s.Close() // no connection was made through the gate
+		return nil, err
+	}
+	return s, nil
+}
+
+// New builds a Store on dsn (as Open takes it) without touching the
+// network: every call fails at once with [store.ErrNotOpen] until
+// [Store.Start] has succeeded, and the pool connects no earlier. This is
+// how leaf-server starts while its database is down. The caller closes
+// the Store. Errors: a malformed dsn.
+func New(dsn string) (*Store, error) {
 	dsn = strings.TrimPrefix(dsn, "mysql://")
 	single, addrs, err := SplitHosts(dsn)
 	if err != nil {
@@ -118,39 +143,68 @@ func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
 		// operating system's connect timeout (minutes).
 		cfg.Timeout = multiHostDialTimeout
 	}
-	conn, err := connector(cfg, addrs)
+	s := &Store{interpolate: cfg.InterpolateParams, multiHost: len(addrs) > 1}
+	if !s.multiHost {
+		s.addr = cfg.Addr
+	}
+	if s.direct, err = connector(cfg, addrs, nil); err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	conn, err := connector(cfg, addrs, &s.gate)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
-	db := sql.OpenDB(conn)
-	db.SetConnMaxLifetime(connMaxLifetime)
+	s.db = sql.OpenDB(conn)
+	s.db.SetConnMaxLifetime(connMaxLifetime)
+	return s, nil
+}
+
+// Start checks that the server answers and, when migrate is true, applies
+// the embedded migrations, over a database/sql pool of its own that it
+// closes (so that the store's pool never holds a connection made before a
+// start that then failed); then it opens the store's calls to the
+// database. A failure is what later calls report beside
+// [store.ErrNotOpen] until a Start succeeds. Once open, the store stays
+// open. Calls of Start must not overlap. Errors: an unreachable server,
+// [store.ErrPermanent], [ErrNodeRefused], or a failed migration.
+func (s *Store) Start(ctx context.Context, migrate bool) error {
+	if err := s.start(ctx, migrate); err != nil {
+		s.gate.Fail(err)
+		return err
+	}
+	s.gate.Open()
+	return nil
+}
+
+// start is Start's ping and migrations.
+func (s *Store) start(ctx context.Context, migrate bool) error {
+	db := sql.OpenDB(s.direct)
+	defer db.Close() // its connections only; nothing to report
 	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		if len(addrs) > 1 {
-			return nil, fmt.Errorf("mysql: connect: %w", permanent(err))
+		if s.addr == "" {
+			return fmt.Errorf("mysql: connect: %w", permanent(err))
 		}
-		return nil, fmt.Errorf("mysql: connect %s: %w", cfg.Addr, permanent(err))
+		return fmt.Errorf("mysql: connect %s: %w", s.addr, permanent(err))
 	}
 	if migrate {
-		if err := migrations.Up(ctx, db, "mysql"); err != nil {
-			db.Close()
-			return nil, err
-		}
+		return migrations.Up(ctx, db, "mysql")
 	}
-	return &Store{db: db, interpolate: cfg.InterpolateParams, multiHost: len(addrs) > 1}, nil
+	return nil
 }
 
 // connector returns a connector that checks every new connection with
-// checkNode: on cfg's address, or on the first of addrs that accepts.
-func connector(cfg *mysql.Config, addrs []string) (driver.Connector, error) {
+// checkNode: on cfg's address, or on the first of addrs that accepts. With
+// a gate, it refuses every connection while the gate is closed; nil: no
+// gate.
+func connector(cfg *mysql.Config, addrs []string, gate *store.Gate) (driver.Connector, error) {
 	if len(addrs) < 2 {
 		c, err := mysql.NewConnector(cfg)
 		if err != nil {
 			return nil, err
 		}
-		return nodeConnector{addr: cfg.Addr, Connector: c}, nil
+		return nodeConnector{addr: cfg.Addr, gate: gate, Connector: c}, nil
 	}
-	h := &hostConnector{addrs: addrs}
+	h := &hostConnector{addrs: addrs, gate: gate}
 	for _, a := range addrs {
 		c := cfg.Clone()
 		c.Addr = a

@@ -28,6 +28,38 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, dbtest.MySQL(t)) })
 }
 
+// TestNewNotStarted: a Store built by New refuses every call with
+// store.ErrNotOpen, touching no table, until Start; then it serves. A
+// failed Start leaves it refusing, with that failure in the error, on a
+// single host and on a host list (each connector holds the gate).
+func TestNewNotStarted(t *testing.T) {
+	dsn := dbtest.MySQL(t)
+	ref := open(t, dsn)
+	s, err := mysql.New(dsn)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	storetest.RunNotOpen(t, ref, s, s.Start)
+
+	for _, down := range []string{"u:s3cr3t@tcp(127.0.0.1:1)/db?timeout=2s", "u:s3cr3t@tcp(127.0.0.1:1,127.0.0.1:2)/db?timeout=2s"} {
+		st, err := mysql.New(down)
+		if err != nil {
+			t.Fatalf("New(unreachable) = %v", err)
+		}
+		defer st.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := st.Start(ctx, true); err == nil {
+			t.Fatal("Start(unreachable) = nil, want an error")
+		}
+		err = st.Ping(ctx)
+		if !errors.Is(err, store.ErrNotOpen) || !strings.Contains(err.Error(), "127.0.0.1:1") || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("Ping after a failed Start = %v, want store.ErrNotOpen naming the failed connect, without the password", err)
+		}
+	}
+}
+
 // TestAdoptLeafDatabase points the store at a database that Leaf itself set
 // up, with Leaf's exact DDL and rows: Open with migrate must leave the table
 // and rows alone, and allocation must continue from Leaf's max_id.

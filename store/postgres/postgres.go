@@ -43,40 +43,92 @@ type Store struct {
 	pool *pgxpool.Pool
 	// retries counts re-run statements per cause (RetryStats).
 	retries retryCounters
+	// gate refuses the pool's new connections until Start succeeded
+	// (the pool's BeforeConnect).
+	gate store.Gate
+	// conn is what Start connects with: the pool's connection settings.
+	conn *pgx.ConnConfig
 }
 
 var _ store.Store = (*Store)(nil)
 
+// defaultConnectTimeout bounds a connection attempt of Start when the DSN
+// sets no connect_timeout, as pgxpool bounds its own.
+const defaultConnectTimeout = 2 * time.Minute
+
 // Open connects to the PostgreSQL database named by dsn (a postgres:// or
 // postgresql:// URL, or libpq key=value settings, as pgxpool.ParseConfig
 // takes; pool_max_conns and friends are honoured), checks that it answers
-// and, when migrate is true, applies the embedded migrations. Errors: a
-// malformed dsn, an unreachable server, [store.ErrPermanent] (the database
-// does not exist, or the credentials were refused), or a failed migration.
+// and, when migrate is true, applies the embedded migrations: [New] and
+// [Store.Start] in one. Errors: a malformed dsn, an unreachable server,
+// [store.ErrPermanent] (the database does not exist, or the credentials were
+// refused), or a failed migration.
 func Open(ctx context.Context, dsn string, migrate bool) (*Store, error) {
+	s, err := New(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(ctx, migrate); err != nil {
+		_ = s.Close() // always nil
+		return nil, err
+	}
+	return s, nil
+}
+
+// New builds a Store on dsn (as Open takes it) without touching the
+// network: every call fails at once with [store.ErrNotOpen] until
+// [Store.Start] has succeeded, and the pool connects no earlier. This is
+// how leaf-server starts while its database is down. The caller closes
+// the Store. Errors: a malformed dsn.
+func New(dsn string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgconn redacts the password in ParseConfigError.
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	s := &Store{conn: cfg.ConnConfig.Copy()}
+	if s.conn.ConnectTimeout <= 0 {
+		s.conn.ConnectTimeout = defaultConnectTimeout
+	}
+	cfg.BeforeConnect = func(context.Context, *pgx.ConnConfig) error { return s.gate.Check() }
+	// No I/O here: with pool_min_conns the pool connects in the background,
+	// through the gate.
+	s.pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("postgres: connect %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, permanent(err))
+	return s, nil
+}
+
+// Start checks that the database answers and, when migrate is true,
+// applies the embedded migrations, over a connection of its own that it
+// closes (so that the pool never holds a connection made before a start
+// that then failed); then it opens the store's calls to the database. A
+// failure is what later calls report beside [store.ErrNotOpen] until a
+// Start succeeds. Once open, the store stays open. Calls of Start must not
+// overlap. Errors: an unreachable server, [store.ErrPermanent] (the
+// database does not exist, or the credentials were refused), or a failed
+// migration.
+func (s *Store) Start(ctx context.Context, migrate bool) error {
+	if err := s.start(ctx, migrate); err != nil {
+		s.gate.Fail(err)
+		return err
+	}
+	s.gate.Open()
+	return nil
+}
+
+// start is Start's ping and migrations, on a database/sql pool of its own.
+func (s *Store) start(ctx context.Context, migrate bool) error {
+	db := stdlib.OpenDB(*s.conn)
+	defer db.Close() // its connections only; nothing to report
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("postgres: connect %s:%d: %w", s.conn.Host, s.conn.Port, permanent(err))
 	}
 	if migrate {
-		db := stdlib.OpenDBFromPool(pool)
-		err := migrations.Up(ctx, db, "postgres")
-		db.Close() // does not close the pool
-		if err != nil {
-			pool.Close()
-			return nil, err
-		}
+		return migrations.Up(ctx, db, "postgres")
 	}
-	return &Store{pool: pool}, nil
+	return nil
 }
 
 // allocateAttempts bounds the retries when the guarded UPDATE matched no row

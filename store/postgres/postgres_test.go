@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -52,6 +53,35 @@ func TestOpenUnreachable(t *testing.T) {
 	_, err := postgres.Open(ctx, "postgres://u:s3cr3t@127.0.0.1:1/db?sslmode=disable&connect_timeout=2", false)
 	if err == nil || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("Open(unreachable) = %v, want an error without the password", err)
+	}
+}
+
+// TestNewNotStarted: a Store built by New refuses every call with
+// store.ErrNotOpen, touching no table, until Start; then it serves. A
+// failed Start leaves it refusing, with that failure in the error.
+func TestNewNotStarted(t *testing.T) {
+	dsn := dbtest.Postgres(t)
+	ref := open(t, dsn)
+	s, err := postgres.New(dsn)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	storetest.RunNotOpen(t, ref, s, s.Start)
+
+	down, err := postgres.New("postgres://u:s3cr3t@127.0.0.1:1/db?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		t.Fatalf("New(unreachable) = %v", err)
+	}
+	defer down.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := down.Start(ctx, true); err == nil {
+		t.Fatal("Start(unreachable) = nil, want an error")
+	}
+	err = down.Ping(ctx)
+	if !errors.Is(err, store.ErrNotOpen) || !strings.Contains(err.Error(), "127.0.0.1:1") || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("Ping after a failed Start = %v, want store.ErrNotOpen naming the failed connect, without the password", err)
 	}
 }
 

@@ -245,7 +245,7 @@ func TestStartDatabaseDown(t *testing.T) {
 					}
 				}
 				status, body, err := p.Get(ctx, "/readyz")
-				if err != nil || status != 503 || !strings.Contains(body, "segment database not reachable since start") {
+				if err != nil || status != 503 || !strings.Contains(body, "store: database not reachable since start") {
 					t.Errorf("/readyz with the database down = %d %s %v, want 503 saying the segment database is not reachable", status, body, err)
 				}
 				if fault == "refused" {
