@@ -69,14 +69,15 @@ cross:
 		(cd internal/testing && GOOS=$$os GOARCH=$$arch $(GO) build ./...) || exit 1; \
 	done; done
 
-# test: the full loop, what CI runs (.ci/run). It runs lint first, so the
-# linters are enforced wherever the tests are. The second run is without the
+# test: the full loop, what CI runs (.ci/run). It runs lint and cross
+# first, so the linters and the macOS and Windows builds are enforced
+# wherever the tests are. The second run is without the
 # race detector: the race build lays memory out differently, and the
 # cache-line layout checks of the fast path hold only in the build users run.
 # It covers the fast-path packages only (segment, snowflake and api, not the
 # worker-ID sources, whose coordinator tests take minutes and have no layout
 # checks).
-test: lint
+test: lint cross
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(GO) test -count=1 -timeout 10m ./segment/... ./snowflake ./api/...
