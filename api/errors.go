@@ -38,7 +38,7 @@ type leafErrorBody struct {
 // HTTP 500 and message "Result{id=<code>, status=EXCEPTION}", as Spring's
 // JSON error body or, for a browser's Accept header, its HTML error page.
 // Codes: segment -1 not initialised, -2 tag unknown, -3 no segment ready,
-// -5 (ours) this client's lookups of unknown tags are spent;
+// -5 (ours) too many unknown names wait for a lookup already;
 // snowflake -1 clock still behind, -2 interrupted, -3 clock moved back > 5 ms.
 // The code goes to the metrics middleware too (recordLeafCode), which counts
 // failed segment requests by it.
