@@ -21,7 +21,8 @@ import (
 )
 
 // A fact is a number a document states that the code defines: wherever re
-// matches in file (at least once), its first group must read want. A
+// matches in file (at least once; the file's whitespace runs read as one
+// space), its first group must read want. A
 // sentence reworded so that re no longer matches fails too: then the fact
 // is restated here, next to the constant it comes from.
 type fact struct {
@@ -135,7 +136,9 @@ func facts(t *testing.T) []fact {
 		{"contract.md", `new mark (\d+) s ahead of the clock \(` + "`snowflake.DefaultHighWaterWindow`", secs(snowflake.DefaultHighWaterWindow)},
 		{"contract.md", `After an ordinary restart that lasts up to (\d+) s`, secs(snowflake.DefaultHighWaterWindow)},
 		{"snowflake.md", `after a crash, up to\s+(\d+) s,`, secs(snowflake.DefaultHighWaterWindow)},
-		{"snowflake.md", `or (\d+) s for etcd`, secs(etcdworker.DefaultMarkAhead)},
+		{"snowflake.md", `3 s, (\d+) s for etcd`, secs(etcdworker.DefaultMarkAhead)},
+		{"snowflake.md", `or (\d+) s for kubernetes`, secs(k8sworker.DefaultMarkAhead)},
+		{"snowflake.md", `annotation of its Lease, (\d+) s ahead`, secs(k8sworker.DefaultMarkAhead)},
 		{"snowflake.md", "`highwater` key, (\\d+) s ahead", secs(etcdworker.DefaultMarkAhead)},
 		{"snowflake.md", "`--max-peer-clock-skew` \\((\\d+) s, Twitter's", flagSecs(t, flags, "max-peer-clock-skew")},
 		{"snowflake.md", "`--max-peer-clock-skew`, default (\\d+) s", flagSecs(t, flags, "max-peer-clock-skew")},
@@ -220,7 +223,7 @@ func TestFacts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			text = string(b)
+			text = strings.Join(strings.Fields(string(b)), " ") // a fact may be wrapped anywhere
 			texts[f.file] = text
 		}
 		ms := regexp.MustCompile(f.re).FindAllStringSubmatch(text, -1)
