@@ -105,7 +105,9 @@ func TestCompatibilityRows(t *testing.T) {
 // compatibility.md's table against real servers.
 func TestCompatibilityTable(t *testing.T) {
 	servertest.SkipShort(t)
-	bin, err := servertest.BuildTags(t.TempDir(), servertest.Race)
+	// The same build as TestTranscripts' (its leaftest hooks stay off
+	// without their variables), so that Go's build cache serves it.
+	bin, err := servertest.BuildTags(t.TempDir(), servertest.Race, "leaftest")
 	if err != nil {
 		t.Fatal(err)
 	}
