@@ -38,7 +38,7 @@ type leafErrorBody struct {
 // HTTP 500 and message "Result{id=<code>, status=EXCEPTION}", as Spring's
 // JSON error body or, for a browser's Accept header, its HTML error page.
 // Codes: segment -1 not initialised, -2 tag unknown, -3 no segment ready,
-// -5 (ours) this client's lookups of unknown tags are spent;
+// -5 (ours) too many unknown names wait for a lookup already;
 // snowflake -1 clock still behind, -2 interrupted, -3 clock moved back > 5 ms.
 // The code goes to the metrics middleware too (recordLeafCode), which counts
 // failed segment requests by it.
@@ -203,20 +203,21 @@ func writeWhitelabel(w http.ResponseWriter, now time.Time, status int, msg strin
 	_, _ = io.WriteString(w, body)
 }
 
-// disabled answers 503 for a mode that is switched off. Leaf answers 200 with
-// the ID 0 here; a made-up ID is worse than an error, so we do not.
+// disabled answers 503 for a mode that is switched off, on Leaf's routes in
+// Spring's error shape and key order. Leaf answers 200 with the ID 0 here; a
+// made-up ID is worse than an error, so we do not.
 func (h *handler) disabled(w http.ResponseWriter, r *http.Request, mode, how string) {
 	w.Header().Set("Retry-After", "60")
 	if isV1(r) {
 		h.apiError(w, r, http.StatusServiceUnavailable, "mode_disabled", mode+" mode is disabled: "+how)
 		return
 	}
-	writeJSON(w, http.StatusServiceUnavailable, map[string]any{
-		"timestamp": h.d.Now().UnixMilli(),
-		"status":    http.StatusServiceUnavailable,
-		"error":     mode + " mode is disabled",
-		"message":   how,
-		"path":      rawPath(r),
+	writeJSON(w, http.StatusServiceUnavailable, leafErrorBody{
+		Timestamp: h.d.Now().UnixMilli(),
+		Status:    http.StatusServiceUnavailable,
+		Error:     mode + " mode is disabled",
+		Message:   how,
+		Path:      rawPath(r),
 	})
 }
 

@@ -16,7 +16,7 @@ import (
 const segmentHow = "start leaf-server with --segment (LEAF_SEGMENT=true) and a --segment-dsn"
 
 // snowflakeHow is what a route of a disabled snowflake mode tells the client to do.
-const snowflakeHow = "start leaf-server with --snowflake (LEAF_SNOWFLAKE=true) and a --worker-id-source (static, zookeeper, sql or etcd)"
+const snowflakeHow = "start leaf-server with --snowflake (LEAF_SNOWFLAKE=true) and a --worker-id-source (static, zookeeper, sql, etcd or kubernetes)"
 
 // layout is the generator's layout, or Leaf's default when snowflake mode is
 // off (decoding needs no generator).

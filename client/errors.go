@@ -197,7 +197,7 @@ func kindOf(r route, e *Error) error {
 		return ErrNotInitialized
 	case e.LeafCode == -3 || e.Status == 503:
 		return ErrNotReady
-	case e.LeafCode == -5 || e.Status == 429: // this client's lookups of new tags are spent: retry later
+	case e.LeafCode == -5 || e.Status == 429: // too many new names wait for a lookup: retry later
 		return ErrNotReady
 	}
 	return nil

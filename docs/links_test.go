@@ -41,10 +41,11 @@ func anchors(t *testing.T, path string) map[string]bool {
 	return a
 }
 
-// TestLinks checks every relative link of README.md and docs/*.md: the file
-// exists, and a #fragment names a heading of it.
+// TestLinks checks every relative link of the documents citedFiles lists
+// (README.md, CONTRIBUTING.md, docs/*.md, the Kubernetes guide, the
+// reports): the file exists, and a #fragment names a heading of it.
 func TestLinks(t *testing.T) {
-	for _, f := range docFiles(t) {
+	for _, f := range citedFiles(t) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -2,10 +2,12 @@ package docs_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,18 +25,30 @@ import (
 // docs/*.md: a line `$ <command>` followed by the lines the command prints,
 // up to the next `$ ` line or the end of the block. Every transcript of one
 // file runs, in order, against one fresh leaf-server (its own data dir, the
-// embedded SQLite store, --admin-token $TOKEN, TZ=UTC) on a loopback port. Commands
-// are `curl` (the options curlOption knows) and `leafctl` (the binary built
-// from ./cmd/leafctl, run in the server's working directory, so its default
-// --dsn is the server's SQLite file). `localhost:8080` and `127.0.0.1:8080`
-// in a command stand for the server's real address.
+// embedded SQLite store, --admin-token $TOKEN, TZ=UTC) on a loopback port.
+// Commands are:
+//
+//   - `curl` (the options curlCommand knows), sent as curl sends it;
+//   - `leafctl` (the binary built from ./cmd/leafctl, run in the server's
+//     working directory, so its default --dsn is the server's SQLite file);
+//   - `leaf-server` (the binary under test, run in a fresh directory of its
+//     own): only a start that ends by itself, such as a refused setting,
+//     whose message is the answer.
+//
+// `localhost:8080` and `127.0.0.1:8080` in a command stand for the server's
+// real address. A leafctl or leaf-server command may start with
+// environment assignments (`LEAF_SEGMENT_DNS=x leaf-server`).
 //
 // A file may fix the server's clock for its sessions with a line
 //
 //	<!-- transcript: clock=2026-12-01T17:52:00Z -->
 //
 // (the server is built with -tags leaftest and started with that offset
-// from the real clock; it runs on from there).
+// from the real clock; it runs on from there), and may start a new server,
+// on a fresh data dir and with the flags given, for the transcripts that
+// follow, with a line
+//
+//	<!-- transcript: server --worker-id 5 --snowflake=false -->
 //
 // Answers are compared line by line after normalize, which only replaces what
 // legitimately differs from run to run; everything else must be as shown.
@@ -59,21 +73,38 @@ type step struct {
 	want []string
 }
 
-type transcriptDoc struct {
-	path  string
-	clock time.Time // zero: the real clock
+// A run is the transcripts that share one server.
+type run struct {
+	line  int      // 1-based line of its server directive; 0 for the first, default server
+	args  []string // the server's flags beyond the defaults
 	steps []step
 }
 
+type transcriptDoc struct {
+	path  string
+	clock time.Time // zero: the real clock
+	runs  []run
+}
+
+// steps returns every step of d, in order.
+func (d transcriptDoc) steps() []step {
+	var all []step
+	for _, r := range d.runs {
+		all = append(all, r.steps...)
+	}
+	return all
+}
+
 var (
-	clockDirective = regexp.MustCompile(`^<!-- transcript: clock=(\S+) -->$`)
-	fenceRe        = regexp.MustCompile("^\\s*```")
+	clockDirective  = regexp.MustCompile(`^<!-- transcript: clock=(\S+) -->$`)
+	serverDirective = regexp.MustCompile(`^<!-- transcript: server( .*)? -->$`)
+	fenceRe         = regexp.MustCompile("^\\s*```")
 )
 
 // parseTranscripts reads the transcripts of one Markdown file: code blocks
 // (fenced, or indented by 4 or more spaces) whose first line starts with "$ ".
 func parseTranscripts(path, text string) (transcriptDoc, error) {
-	d := transcriptDoc{path: path}
+	d := transcriptDoc{path: path, runs: []run{{}}}
 	lines := strings.Split(text, "\n")
 	inFence := false
 	for i := 0; i < len(lines); i++ {
@@ -84,6 +115,17 @@ func parseTranscripts(path, text string) (transcriptDoc, error) {
 				return d, fmt.Errorf("%s:%d: %w", path, i+1, err)
 			}
 			d.clock = c
+			continue
+		}
+		if m := serverDirective.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+			args, err := shellWords(m[1])
+			if err != nil {
+				return d, fmt.Errorf("%s:%d: %w", path, i+1, err)
+			}
+			if last := d.runs[len(d.runs)-1]; last.line != 0 && len(last.steps) == 0 {
+				return d, fmt.Errorf("%s:%d: server directive without a transcript after it", path, last.line)
+			}
+			d.runs = append(d.runs, run{line: i + 1, args: args})
 			continue
 		}
 		if fenceRe.MatchString(l) {
@@ -97,6 +139,7 @@ func parseTranscripts(path, text string) (transcriptDoc, error) {
 		}
 		// A transcript block: this line and the following lines of the
 		// same block (inside the fence, or indented at least as much).
+		r := &d.runs[len(d.runs)-1]
 		var cur *step
 		for ; i < len(lines); i++ {
 			l = lines[i]
@@ -111,12 +154,18 @@ func parseTranscripts(path, text string) (transcriptDoc, error) {
 				l = l[indent:]
 			}
 			if c, ok := strings.CutPrefix(l, "$ "); ok {
-				d.steps = append(d.steps, step{line: i + 1, cmd: c})
-				cur = &d.steps[len(d.steps)-1]
+				r.steps = append(r.steps, step{line: i + 1, cmd: c})
+				cur = &r.steps[len(r.steps)-1]
 				continue
 			}
 			cur.want = append(cur.want, l)
 		}
+	}
+	if last := d.runs[len(d.runs)-1]; last.line != 0 && len(last.steps) == 0 {
+		return d, fmt.Errorf("%s:%d: server directive without a transcript after it", path, last.line)
+	}
+	if len(d.runs[0].steps) == 0 {
+		d.runs = d.runs[1:] // the default server has nothing to run
 	}
 	return d, nil
 }
@@ -133,7 +182,7 @@ func readTranscripts(t *testing.T) []transcriptDoc {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(d.steps) > 0 {
+		if len(d.runs) > 0 {
 			docs = append(docs, d)
 		}
 	}
@@ -148,7 +197,7 @@ func TestTranscriptsParse(t *testing.T) {
 		t.Fatal("README.md has no transcript; its curl session must run")
 	}
 	for _, d := range docs {
-		for _, s := range d.steps {
+		for _, s := range d.steps() {
 			if _, err := prepare(s.cmd, "127.0.0.1:1"); err != nil {
 				t.Errorf("%s:%d: %v", d.path, s.line, err)
 			}
@@ -156,27 +205,37 @@ func TestTranscriptsParse(t *testing.T) {
 	}
 }
 
+// binaries are the programs transcripts run.
+type binaries struct {
+	server  string // leaf-server, built with -tags leaftest
+	leafctl string
+}
+
 // TestTranscripts runs every transcript against a real leaf-server.
 func TestTranscripts(t *testing.T) {
 	servertest.SkipShort(t)
 	docs := readTranscripts(t)
-	bin := t.TempDir()
-	server, err := servertest.BuildTags(bin, servertest.Race, "leaftest")
+	dir := t.TempDir()
+	server, err := servertest.BuildTags(dir, servertest.Race, "leaftest")
 	if err != nil {
 		t.Fatal(err)
 	}
-	leafctl := filepath.Join(bin, "leafctl")
-	if out, err := exec.Command("go", "build", "-o", leafctl, "github.com/leaf-go/leaf/cmd/leafctl").CombinedOutput(); err != nil {
+	bins := binaries{server: server, leafctl: filepath.Join(dir, "leafctl")}
+	if out, err := exec.Command("go", "build", "-o", bins.leafctl, "github.com/leaf-go/leaf/cmd/leafctl").CombinedOutput(); err != nil {
 		t.Fatalf("build leafctl: %v\n%s", err, out)
 	}
 	for _, d := range docs {
 		t.Run(strings.TrimPrefix(d.path, "../"), func(t *testing.T) {
-			runTranscript(t, d, server, leafctl)
+			for _, r := range d.runs {
+				runTranscript(t, d, r, bins)
+			}
 		})
 	}
 }
 
-func runTranscript(t *testing.T, d transcriptDoc, server, leafctl string) {
+// runTranscript runs the steps of r against a fresh server started with
+// r's flags.
+func runTranscript(t *testing.T, d transcriptDoc, r run, bins binaries) {
 	dir := t.TempDir()
 	env := []string{"LEAF_ADMIN_TOKEN=" + docToken, "TZ=UTC"}
 	if !d.clock.IsZero() {
@@ -187,14 +246,14 @@ func runTranscript(t *testing.T, d transcriptDoc, server, leafctl string) {
 		}
 		env = append(env, "LEAF_TEST_CLOCK_FILE="+clockFile)
 	}
-	p := servertest.Start(t, server, servertest.Options{Dir: dir, Env: env})
+	p := servertest.Start(t, bins.server, servertest.Options{Dir: dir, Args: r.args, Env: env})
 	p.WaitReady(t, 20*time.Second)
-	for _, s := range d.steps {
+	for _, s := range r.steps {
 		c, err := prepare(s.cmd, p.Addr())
 		if err != nil {
 			t.Fatalf("%s:%d: %v", d.path, s.line, err)
 		}
-		got, err := c.run(t.Context(), dir, leafctl)
+		got, err := c.run(t.Context(), dir, bins)
 		if err != nil {
 			t.Fatalf("%s:%d: $ %s: %v", d.path, s.line, s.cmd, err)
 		}
@@ -225,6 +284,13 @@ var normalizers = []struct {
 	{regexp.MustCompile(`^time=\S+ (level=.* msg="audit: .*) user=\S+ `), `time=… $1 user=… `},
 	// leaf_alloc's update_time as leafctl tag list prints it (same width).
 	{regexp.MustCompile(`\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`), `yyyy-mm-dd hh:mm:ss UTC`},
+	// The time high-water mark of /api/v1/snowflake/status, stored ahead
+	// of the clock (empty until the first store is done), and how often it
+	// was stored (every second or so, also while idle).
+	{regexp.MustCompile(`"highWater":"(\d{4}-\d\d-\d\dT[^"]*)?"`), `"highWater":"…"`},
+	{regexp.MustCompile(`"highWaterStores":\d+`), `"highWaterStores":…`},
+	// The Date header of curl -i.
+	{regexp.MustCompile(`^Date: [A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT$`), `Date: …`},
 }
 
 func normalize(lines []string) string {
@@ -240,14 +306,19 @@ func normalize(lines []string) string {
 
 // command is one prepared transcript command.
 type command struct {
-	prog string   // "curl" or "leafctl"
-	args []string // leafctl's arguments
+	prog string   // "curl", "leafctl" or "leaf-server"
+	args []string // leafctl's or leaf-server's arguments
+	env  []string // leafctl's or leaf-server's NAME=value assignments
 	// curl's request
 	method  string
 	url     string
 	headers [][2]string
 	body    *string
+	include bool // -i: print the status line and the headers first
 }
+
+// envAssign is a shell assignment before a command.
+var envAssign = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
 
 // prepare splits line as a POSIX shell would for the few forms transcripts
 // use, expands $TOKEN, points the documented address at addr and checks the
@@ -261,22 +332,32 @@ func prepare(line, addr string) (command, error) {
 		w = strings.ReplaceAll(w, "localhost:8080", addr)
 		words[i] = strings.ReplaceAll(w, "127.0.0.1:8080", addr)
 	}
+	var env []string
+	for len(words) > 0 && envAssign.MatchString(words[0]) {
+		env, words = append(env, words[0]), words[1:]
+	}
 	if len(words) == 0 {
 		return command{}, errors.New("empty command")
 	}
 	switch words[0] {
 	case "leafctl", "bin/leafctl":
-		return command{prog: "leafctl", args: words[1:]}, nil
+		return command{prog: "leafctl", args: words[1:], env: env}, nil
+	case "leaf-server", "bin/leaf-server":
+		return command{prog: "leaf-server", args: words[1:], env: env}, nil
 	case "curl":
+		if len(env) > 0 {
+			return command{}, fmt.Errorf("curl: environment %v changes nothing", env)
+		}
 		return curlCommand(words[1:])
 	}
-	return command{}, fmt.Errorf("transcript command %q: want curl or leafctl", words[0])
+	return command{}, fmt.Errorf("transcript command %q: want curl, leafctl or leaf-server", words[0])
 }
 
 // curlCommand reads the curl options transcripts use: -s (silent: curl shows
-// no progress when its output is not a terminal anyway), -X method, -H
-// header, -d body (POST, Content-Type application/x-www-form-urlencoded
-// unless a -H says otherwise, as curl does), and one URL.
+// no progress when its output is not a terminal anyway), -i (include the
+// status line and headers), -X method, -H header, -d body (POST,
+// Content-Type application/x-www-form-urlencoded unless a -H says otherwise,
+// as curl does), and one URL. Single-letter options may be joined (-si).
 func curlCommand(args []string) (command, error) {
 	c := command{prog: "curl"}
 	for i := 0; i < len(args); i++ {
@@ -291,6 +372,10 @@ func curlCommand(args []string) (command, error) {
 		var err error
 		switch {
 		case a == "-s" || a == "--silent":
+		case a == "-i" || a == "--include":
+			c.include = true
+		case a == "-si" || a == "-is":
+			c.include = true
 		case a == "-X" || a == "--request":
 			c.method, err = next()
 		case a == "-H" || a == "--header":
@@ -322,6 +407,9 @@ func curlCommand(args []string) (command, error) {
 	if !strings.Contains(c.url, "://") {
 		c.url = "http://" + c.url
 	}
+	if strings.Contains(c.url, "/./") || strings.Contains(c.url, "/../") {
+		return c, fmt.Errorf("curl %s: curl would resolve the dot segments first", c.url)
+	}
 	if c.method == "" {
 		c.method = http.MethodGet
 		if c.body != nil {
@@ -331,21 +419,47 @@ func curlCommand(args []string) (command, error) {
 	return c, nil
 }
 
-// run executes c and returns what a terminal would show.
-func (c command) run(ctx context.Context, dir, leafctl string) (string, error) {
+// run executes c and returns what a terminal would show: leafctl runs in
+// dir, leaf-server in a directory of its own.
+func (c command) run(ctx context.Context, dir string, bins binaries) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if c.prog == "leafctl" {
-		cmd := exec.CommandContext(ctx, leafctl, c.args...)
-		cmd.Dir = dir
-		cmd.Env = append(servertest.Environ(), "TZ=UTC")
-		out, err := cmd.CombinedOutput()
-		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
+	switch c.prog {
+	case "leafctl":
+		return runProgram(ctx, bins.leafctl, dir, c)
+	case "leaf-server":
+		own, err := os.MkdirTemp(dir, "leaf-server-")
+		if err != nil {
 			return "", err
 		}
-		return string(out), nil
+		out, err := runProgram(ctx, bins.server, own, c)
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("leaf-server did not exit: a transcript shows only a start that ends by itself (a refused setting)\n%s", out)
+		}
+		return out, err
 	}
+	return c.curl(ctx)
+}
+
+// runProgram runs bin with c's arguments and environment in dir and returns
+// its output; an exit status other than 0 is part of the answer, not an
+// error.
+func runProgram(ctx context.Context, bin, dir string, c command) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, c.args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(servertest.Environ(), "TZ=UTC"), c.env...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		return string(out), err
+	}
+	return string(out), nil
+}
+
+// curl sends c's request with the headers curl sends, on a connection of
+// its own, and returns the body, after the status line and the headers as
+// they came (-i).
+func (c command) curl(ctx context.Context) (string, error) {
 	var body io.Reader
 	if c.body != nil {
 		body = strings.NewReader(*c.body)
@@ -362,13 +476,33 @@ func (c command) run(ctx context.Context, dir, leafctl string) (string, error) {
 	for _, h := range c.headers {
 		req.Header.Set(h[0], h[1])
 	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", req.URL.Host)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if err := req.Write(conn); err != nil {
+		return "", err
+	}
+	var raw bytes.Buffer
+	resp, err := http.ReadResponse(bufio.NewReader(io.TeeReader(conn, &raw)), req)
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return string(b), err
+	if err != nil || !c.include {
+		return string(b), err
+	}
+	head, _, ok := bytes.Cut(raw.Bytes(), []byte("\r\n\r\n"))
+	if !ok {
+		return "", errors.New("curl -i: no end of the header block")
+	}
+	return strings.ReplaceAll(string(head), "\r\n", "\n") + "\n\n" + string(b), nil
 }
 
 // shellWords splits a command line: single quotes are literal, double quotes

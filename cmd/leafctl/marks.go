@@ -19,8 +19,9 @@ var errBelowMark = errors.New("below a server's high-water mark")
 // markGuard is the guard of tag create and tag fence against a row below a
 // server's high-water mark, as leaf-server's admin API has (issue 16 item 8).
 // leafctl talks to the database, not to the servers, so it knows a server's
-// marks only from the server's segment-marks.json given with --marks (one
-// per server that served the tag; the flag repeats).
+// marks only from the server's segment-marks.log (or an older server's
+// segment-marks.json) given with --marks (one per server that served the tag;
+// the flag repeats).
 type markGuard struct {
 	files  []string
 	force  bool
@@ -30,7 +31,7 @@ type markGuard struct {
 // addFlags binds --marks, --force and --reason to cmd.
 func (m *markGuard) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringArrayVar(&m.files, "marks", nil, "a server's <data-dir>/segment-marks.json: refuse a max_id below its mark for the tag (repeat for every server)")
+	f.StringArrayVar(&m.files, "marks", nil, "a server's <data-dir>/segment-marks.log (or an older server's segment-marks.json): refuse a max_id below its mark for the tag (repeat for every server)")
 	f.BoolVar(&m.force, "force", false, "go below a --marks high-water mark (and, for create, the tag's tombstone) anyway (needs --reason; an audit line goes to stderr)")
 	f.StringVar(&m.reason, "reason", "", "why IDs below the high-water mark or tombstone cannot be handed out twice (with --force)")
 }

@@ -345,7 +345,7 @@ segment handed out afterwards starts at or above --min. Use it after a
 restored backup or a failover to a lagging replica took the database back in
 time: leaf-server refuses such a tag until it is fenced past the highest
 max_id it has seen (its log and metrics name the value to fence to). With
---marks <data-dir>/segment-marks.json of each server, a --min below a
+--marks <data-dir>/segment-marks.log of each server, a --min below a
 server's mark for the tag is refused (--force --reason to go below anyway).
 
 An audit line (operator, tag, old and new max_id, time) goes to stderr.`,

@@ -30,6 +30,56 @@ func TestAlertRules(t *testing.T) {
 	}
 }
 
+// TestAlertTable: the alerts deploy/kubernetes.md's table lists are the
+// rules of deploy/prometheus/leaf-go.rules.yml, each with the duration the
+// table gives ("for 2 min" is for: 2m).
+func TestAlertTable(t *testing.T) {
+	raw, err := os.ReadFile(repo("deploy/prometheus/leaf-go.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				For   string `yaml:"for"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]string{}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			rules[r.Alert] = r.For
+		}
+	}
+	doc, err := os.ReadFile(repo("deploy/kubernetes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile("(?m)^\\s*\\| `(Leaf[A-Za-z]+)` \\| (.*) \\|$").FindAllStringSubmatch(string(doc), -1)
+	if len(rows) == 0 {
+		t.Fatal("deploy/kubernetes.md: no alert table")
+	}
+	for _, r := range rows {
+		forDur, ok := rules[r[1]]
+		if !ok {
+			t.Errorf("deploy/kubernetes.md lists %s; leaf-go.rules.yml has no such alert", r[1])
+			continue
+		}
+		delete(rules, r[1])
+		m := regexp.MustCompile(`for (\d+) min$`).FindStringSubmatch(r[2])
+		if m == nil || m[1]+"m" != forDur {
+			t.Errorf("deploy/kubernetes.md: %s fires %q; the rule says for: %s", r[1], r[2], forDur)
+		}
+	}
+	for name := range rules {
+		t.Errorf("leaf-go.rules.yml has %s; deploy/kubernetes.md's table does not list it", name)
+	}
+}
+
 // metricName finds the names of leaf-go's, Go's and the process's series in
 // a PromQL expression.
 var metricName = regexp.MustCompile(`\b(?:leaf|go|process)_[a-z0-9_]+\b`)
