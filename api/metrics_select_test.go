@@ -13,6 +13,7 @@ import (
 
 	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/internal/dbtest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 )
@@ -211,7 +212,7 @@ func TestMetricsTagSelection(t *testing.T) {
 // test caused are counted before it reads them.
 func waitIdle(t *testing.T, gen *segment.Generator) {
 	t.Helper()
-	waitFor(t, "loads in flight to end", func() bool {
+	waittest.For(t, 10*time.Second, "loads in flight to end", func() bool {
 		for _, s := range gen.Stats() {
 			if s.Loading {
 				return false

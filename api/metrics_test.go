@@ -19,6 +19,7 @@ import (
 	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/metrictest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 )
@@ -161,7 +162,7 @@ func TestMetricsOnlyForServedTags(t *testing.T) {
 		}
 	}
 	// alpha used 30% of its first segment: the next one is loaded (or on its way).
-	waitFor(t, "alpha's next segment", func() bool {
+	waittest.For(t, 10*time.Second, "alpha's next segment", func() bool {
 		v, _ := value(t, s.reg, "leaf_segment_next_ready", "biz_tag", "alpha")
 		return v == 1
 	})
@@ -283,17 +284,6 @@ func TestSnowflakeMetrics(t *testing.T) {
 		t.Errorf("/metrics with segment mode off has leaf_segment_ series")
 	}
 	promtoolCheck(t, got.body)
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestNewHandlerRefusesSecondRegistration: two handlers on one registry is

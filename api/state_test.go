@@ -9,6 +9,7 @@ import (
 
 	"github.com/leaf-go/leaf/api"
 	"github.com/leaf-go/leaf/internal/dbtest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 )
@@ -76,7 +77,7 @@ func TestSegmentBuffersJSON(t *testing.T) {
 	for range 100 {
 		s.get(t, "/api/segment/get/big")
 	}
-	waitFor(t, "big's next segment", func() bool { return getBuffers(t, s).Buffers[0].NextReady })
+	waittest.For(t, 10*time.Second, "big's next segment", func() bool { return getBuffers(t, s).Buffers[0].NextReady })
 	got := getBuffers(t, s)
 
 	if len(got.Buffers) != 2 || got.Buffers[0].BizTag != "big" || got.Buffers[1].BizTag != "idle" {

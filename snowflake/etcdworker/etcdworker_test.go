@@ -102,19 +102,6 @@ type suspendClock struct{ jump *atomic.Int64 }
 func (c suspendClock) Now() time.Time      { return time.Now() }
 func (c suspendClock) Boot() time.Duration { return lease.BootTime() + time.Duration(c.jump.Load()) }
 
-// waitFor polls cond every 20 ms for up to d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // TestClaim: on one real cluster — three Workers in [5, 7] take 5, 6 and 7 and issue IDs that
 // never repeat; a fourth finds none free and names the holders; Close frees an ID at once; a
 // crashed holder's ID is taken only after its lease ran out in etcd; concurrent claimers never
@@ -233,8 +220,9 @@ func TestLost(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			took := waitFor(t, 3*testKeepAlive, "loss not noticed", func() bool { return w.Ready() != nil && strings.Contains(w.Ready().Error(), "lost") })
-			t.Logf("loss noticed after %v: %v", took.Round(time.Millisecond), w.Ready())
+			start := time.Now()
+			waittest.For(t, 3*testKeepAlive, "the loss to be noticed", func() bool { return w.Ready() != nil && strings.Contains(w.Ready().Error(), "lost") })
+			t.Logf("loss noticed after %v: %v", time.Since(start).Round(time.Millisecond), w.Ready())
 			succ := claimT(t, o)
 			if succ.WorkerID() != 0 {
 				t.Fatalf("successor got %d", succ.WorkerID())
@@ -269,7 +257,7 @@ func TestHighWater(t *testing.T) {
 		o.MaxWorker = 0
 		w := claimT(t, o)
 		// The keepalives keep the mark MarkAhead past the clock.
-		waitFor(t, 3*testKeepAlive, "no mark stored", func() bool {
+		waittest.For(t, 3*testKeepAlive, "a mark stored", func() bool {
 			r, err := cli.Get(context.Background(), highWaterKey(o.Prefix, 0))
 			return err == nil && len(r.Kvs) == 1
 		})
@@ -318,7 +306,7 @@ func TestHighWater(t *testing.T) {
 		}
 		// Wait for a keepalive to raise the mark MarkAhead (12 s) past the clock.
 		var bg int64
-		waitFor(t, 3*testKeepAlive, "no background mark", func() bool {
+		waittest.For(t, 3*testKeepAlive, "a background mark", func() bool {
 			r, err := cli.Get(context.Background(), highWaterKey(o.Prefix, 0))
 			if err != nil || len(r.Kvs) != 1 {
 				return false
@@ -464,7 +452,7 @@ func TestSuspend(t *testing.T) {
 	if err := w.Ready(); err == nil {
 		t.Fatal("Ready nil after a suspend")
 	}
-	waitFor(t, 2*o.Renew, "no recovery after a keepalive", func() bool { return w.Ready() == nil })
+	waittest.For(t, 2*o.Renew, "recovery after a keepalive", func() bool { return w.Ready() == nil })
 	if _, err := g.Next(context.Background()); err != nil {
 		t.Fatalf("Next after the keepalive: %v", err)
 	}
@@ -497,7 +485,7 @@ func TestQuorumLoss(t *testing.T) {
 	lost := time.Now()
 	for i, w := range ws {
 		last := w.LastHeartbeat()
-		waitFor(t, testTTL+testKeepAlive, "holder still ready without quorum", func() bool { return w.Ready() != nil })
+		waittest.For(t, testTTL+testKeepAlive, "the holder to stop without quorum", func() bool { return w.Ready() != nil })
 		stopped := time.Now()
 		if _, err := gs[i].Next(context.Background()); !errors.Is(err, snowflake.ErrLeaseExpired) {
 			t.Fatalf("holder %d without quorum: Next %v, want ErrLeaseExpired", i, err)
@@ -511,7 +499,9 @@ func TestQuorumLoss(t *testing.T) {
 	c.Member(lead).Restart(t)
 	c.Member(second).Restart(t)
 	for i, w := range ws {
-		took := waitFor(t, 30*time.Second, "no recovery with quorum back", func() bool { return w.Ready() == nil })
+		start := time.Now()
+		waittest.For(t, 30*time.Second, "recovery with quorum back", func() bool { return w.Ready() == nil })
+		took := time.Since(start)
 		issue(t, gs[i], 100, seen)
 		t.Logf("holder %d issues again %v after quorum came back (same lease %s)", i, took.Round(time.Millisecond), leaseHex(w.lease))
 	}
@@ -601,7 +591,7 @@ func TestPrefixDeleted(t *testing.T) {
 	if exp := b.Expiry(); !exp.Equal(lease.Expired) {
 		t.Fatalf("B's Expiry right after its claim: %v, want %v", exp, lease.Expired)
 	}
-	waitFor(t, 3*testTTL, "A did not lose its claim after the prefix was deleted", func() bool { return a.Err() != nil })
+	waittest.For(t, 3*testTTL, "A to lose its claim after the prefix was deleted", func() bool { return a.Err() != nil })
 	if err := a.Err(); !errors.Is(err, lease.ErrLeaseLost) || !errors.Is(err, ErrLost) {
 		t.Fatalf("A's Err: %v, want %v and %v", err, lease.ErrLeaseLost, ErrLost)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leaf-go/leaf/internal/k8stest"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/snowflake/k8sworker"
 	"github.com/leaf-go/leaf/snowflake/lease"
 )
@@ -85,18 +86,6 @@ func claim(t *testing.T, o k8sworker.Options) *k8sworker.Worker {
 	return w
 }
 
-// waitFor polls cond every 50 ms until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestWorker runs the rules of the package doc against a real API server, with a client
 // that has only the base Role's permissions.
 func TestWorker(t *testing.T) {
@@ -113,7 +102,7 @@ func TestWorker(t *testing.T) {
 		if err := a.Ready(); err == nil || a.Expiry().After(time.Now()) {
 			t.Errorf("a right after a claim without history: Ready %v, Expiry %v; want held back", err, a.Expiry())
 		}
-		waitFor(t, "a to serve", 3*testDuration, func() bool { return a.Ready() == nil })
+		waittest.For(t, 3*testDuration, "a to serve", func() bool { return a.Ready() == nil })
 		if took := time.Since(began); took < testDuration+testMargin {
 			t.Errorf("a claim of a Lease that did not exist served after %v, want at least the lease duration + margin %v", took, testDuration+testMargin)
 		}
@@ -174,7 +163,7 @@ func TestWorker(t *testing.T) {
 		o := b.opts("del", 7, 7)
 		o.MinWorker = 7
 		w := claim(t, o)
-		waitFor(t, "the claim to serve", 3*testDuration, func() bool { return w.Ready() == nil })
+		waittest.For(t, 3*testDuration, "the claim to serve", func() bool { return w.Ready() == nil })
 		b.c.Kubectl(t, "", "delete", "lease", "leaf-go-worker-7", "-n", b.ns)
 		select {
 		case <-w.Lost():
@@ -214,14 +203,14 @@ func TestWorker(t *testing.T) {
 		o := b.opts("away", 9, 9)
 		o.MinWorker = 9
 		w := claim(t, o)
-		waitFor(t, "the claim to serve", 3*testDuration, func() bool { return w.Ready() == nil })
+		waittest.For(t, 3*testDuration, "the claim to serve", func() bool { return w.Ready() == nil })
 		b.c.StopAPIServer()
-		waitFor(t, "Expiry to pass with the API server down", 3*testDuration, func() bool { return !time.Now().Before(w.Expiry()) })
+		waittest.For(t, 3*testDuration, "Expiry to pass with the API server down", func() bool { return !time.Now().Before(w.Expiry()) })
 		if err := w.Ready(); err == nil {
 			t.Error("Ready with the lease lapsed = nil")
 		}
 		b.c.StartAPIServer(t)
-		waitFor(t, "a renewal after the API server's return", 30*time.Second, func() bool { return w.Ready() == nil })
+		waittest.For(t, 30*time.Second, "a renewal after the API server's return", func() bool { return w.Ready() == nil })
 		select {
 		case <-w.Lost():
 			t.Error("the claim was lost, want it resumed")

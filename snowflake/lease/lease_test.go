@@ -32,17 +32,6 @@ func (c *fakeClock) advance(now, boot time.Duration) {
 	c.boot += boot
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestDeadlineSuspend: a host suspended for a minute in the middle of a 10 s lease. The
 // monotonic clock has not moved; the boot clock and the wall clock have. The lease is over.
 func TestDeadlineSuspend(t *testing.T) {
@@ -111,13 +100,13 @@ func TestSessionRenewLapseLose(t *testing.T) {
 	}
 	clock.advance(500*time.Millisecond, 500*time.Millisecond)
 	before := r.n()
-	waitFor(t, "a renewal after the clock moved", func() bool { return r.n() > before+1 })
+	waittest.For(t, 10*time.Second, "a renewal after the clock moved", func() bool { return r.n() > before+1 })
 	if got, want := s.Expiry(), clock.Now().Add(800*time.Millisecond); !got.Equal(want) {
 		t.Fatalf("Expiry() after renewals = %v, want %v", got, want)
 	}
 	r.set(errors.New("coordinator unreachable"))
 	before = r.n()
-	waitFor(t, "a failed renewal", func() bool { return r.n() > before+1 })
+	waittest.For(t, 10*time.Second, "a failed renewal", func() bool { return r.n() > before+1 })
 	if err := s.Ready(); err != nil {
 		t.Fatalf("Ready() within the lease = %v, want nil", err)
 	}
@@ -129,7 +118,7 @@ func TestSessionRenewLapseLose(t *testing.T) {
 		t.Fatalf("Ready() lapsed = %v, want a lapse that is not a loss", err)
 	}
 	r.set(nil)
-	waitFor(t, "recovery after a renewal", func() bool { return s.Ready() == nil })
+	waittest.For(t, 10*time.Second, "recovery after a renewal", func() bool { return s.Ready() == nil })
 
 	r.set(errors.Join(errors.New("row gone"), lease.ErrLeaseLost))
 	select {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/internal/zktest"
 	"github.com/leaf-go/leaf/snowflake"
 	"github.com/leaf-go/leaf/snowflake/lease"
@@ -113,19 +114,6 @@ func (f *forwarder) unblock() {
 	f.mu.Unlock()
 }
 
-// waitFor polls cond every 10 ms until it holds, or fails after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) time.Time {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", limit, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Now()
-}
-
 // TestLeaseLapsesWithoutZooKeeper: the session is the lease. Cut off from ZooKeeper (the
 // forwarder holds every byte), the holder stops backing IDs once the session timeout − margin
 // has passed since its last contact (Expiry in the past, Ready says the lease lapsed) although
@@ -149,7 +137,8 @@ func TestLeaseLapsesWithoutZooKeeper(t *testing.T) {
 	session := w.Status().State
 	fw.block()
 	cut := time.Now()
-	lapsed := waitFor(t, 10*time.Second, "Ready() reports the lapsed lease", func() bool { return w.Ready() != nil })
+	waittest.For(t, 10*time.Second, "Ready() reports the lapsed lease", func() bool { return w.Ready() != nil })
+	lapsed := time.Now()
 	if d := lapsed.Sub(cut); d > o.SessionTimeout-o.Margin+time.Second {
 		t.Errorf("lapsed %v after the partition, want within the session timeout − margin (%v) and a contact interval", d, o.SessionTimeout-o.Margin)
 	}
@@ -161,7 +150,7 @@ func TestLeaseLapsesWithoutZooKeeper(t *testing.T) {
 	}
 	time.Sleep(time.Until(cut.Add(3 * time.Second))) // cut off 3 s: the session (6 s) survives
 	fw.unblock()
-	waitFor(t, 15*time.Second, "Ready() nil again on the same session", func() bool { return w.Ready() == nil })
+	waittest.For(t, 15*time.Second, "Ready() nil again on the same session", func() bool { return w.Ready() == nil })
 	if _, err := g.Next(context.Background()); err != nil {
 		t.Errorf("Next() after the same session answered = %v", err)
 	}
@@ -189,15 +178,15 @@ func TestLeaseLostWithNewSession(t *testing.T) {
 		t.Fatalf("live node %s of the claim: exists %v, %v", live, ok, err)
 	}
 	fw.block()
-	waitFor(t, 10*time.Second, "lapsed", func() bool { return w.Ready() != nil })
+	waittest.For(t, 10*time.Second, "lapsed", func() bool { return w.Ready() != nil })
 	// ZooKeeper expires the session: it deletes the holder's live node (an ephemeral of
 	// that session) when it does. Wait for that, not for a fixed time.
-	waitFor(t, 30*time.Second, "ZooKeeper expiring the session (its live node gone)", func() bool {
+	waittest.For(t, 30*time.Second, "ZooKeeper expiring the session (its live node gone)", func() bool {
 		ok, _, err := conn.Exists(live)
 		return err == nil && !ok
 	})
 	fw.unblock()
-	waitFor(t, 30*time.Second, "Lost() closed", func() bool {
+	waittest.For(t, 30*time.Second, "Lost() closed", func() bool {
 		select {
 		case <-w.Lost():
 			return true
@@ -248,7 +237,7 @@ func TestClaimWaitsOutPreviousHolder(t *testing.T) {
 	if err := w.Store(context.Background(), mark); err != nil { // an upload follows at once
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the mark uploaded", func() bool { return !w.Status().Uploaded.Before(mark.Truncate(time.Millisecond)) })
+	waittest.For(t, 10*time.Second, "the mark uploaded", func() bool { return !w.Status().Uploaded.Before(mark.Truncate(time.Millisecond)) })
 	if err := zktest.Conn(t, addr).Delete(fmt.Sprintf("/snowflake/%s/live/%d", name, w.WorkerID()), -1); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +308,7 @@ func TestCacheStartRegisters(t *testing.T) {
 			}
 			forward(t, down.Servers[0], addr) // ZooKeeper answers
 			if tt.conflict {
-				waitFor(t, 30*time.Second, "Lost() closed", func() bool {
+				waittest.For(t, 30*time.Second, "Lost() closed", func() bool {
 					select {
 					case <-w.Lost():
 						return true
@@ -332,7 +321,7 @@ func TestCacheStartRegisters(t *testing.T) {
 				}
 				return
 			}
-			waitFor(t, 30*time.Second, "registered (a lease)", func() bool { return w.Expiry().Year() != 9999 })
+			waittest.For(t, 30*time.Second, "registered (a lease)", func() bool { return w.Expiry().Year() != 9999 })
 			if err := w.Ready(); err != nil {
 				t.Errorf("Ready() after registering = %v", err)
 			}

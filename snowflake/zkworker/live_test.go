@@ -156,7 +156,7 @@ func TestRuntimeConflict(t *testing.T) {
 			// A few clean heartbeats, no false conflict: wait for three uploads (each
 			// checks the node and the live node), not for a fixed time.
 			uploads := map[time.Time]bool{}
-			waitFor(t, 10*time.Second, "three uploads", func() bool {
+			waittest.For(t, 10*time.Second, "three uploads", func() bool {
 				if at := w.Status().LastUpload; !at.IsZero() {
 					uploads[at] = true
 				}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leaf-go/leaf/internal/dbtest"
 	"github.com/leaf-go/leaf/internal/testing/faultproxy"
+	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
 	"github.com/leaf-go/leaf/store"
 	"github.com/leaf-go/leaf/store/dsn"
@@ -32,7 +33,7 @@ func TestMetricsDatabaseCut(t *testing.T) {
 			t.Fatalf("GET cut = %d %s", got.status, got.body)
 		}
 	}
-	waitFor(t, "the next segment", func() bool {
+	waittest.For(t, 10*time.Second, "the next segment", func() bool {
 		v, _ := value(t, s.reg, "leaf_segment_next_ready", "biz_tag", "cut")
 		return v == 1
 	})
@@ -81,5 +82,5 @@ func TestMetricsDatabaseCut(t *testing.T) {
 	}
 
 	px.Restore(t)
-	waitFor(t, "recovery", func() bool { return take().status == 200 })
+	waittest.For(t, 10*time.Second, "recovery", func() bool { return take().status == 200 })
 }
