@@ -168,10 +168,10 @@ func (g *Generator) checkMark(ctx context.Context, b *buffer, high int64) (int64
 // ([store.ErrOverflow], the store refused without a change), the row's own
 // step may: it is asked for once. It returns the step the allocation used.
 func (g *Generator) allocate(ctx context.Context, tag string, step int64) (store.Allocation, int64, error) {
-	alloc, err := g.st.Allocate(ctx, tag, step)
+	alloc, err := g.st.Allocate(ctx, tag, step, 0)
 	if errors.Is(err, store.ErrOverflow) && step > 0 {
 		step = 0
-		alloc, err = g.st.Allocate(ctx, tag, step)
+		alloc, err = g.st.Allocate(ctx, tag, step, 0)
 	}
 	return alloc, step, err
 }

@@ -171,7 +171,7 @@ func (g *Generator) allocateOrdered(b *buffer, q *orderQueue, batch []*orderWait
 		err = checkMaxID(ctx, g.st, b.tag, high)
 	}
 	if err == nil {
-		alloc, err = g.st.Allocate(ctx, b.tag, total)
+		alloc, err = g.st.Allocate(ctx, b.tag, total, 0)
 		allocated = err == nil
 	}
 	if err == nil {

@@ -146,9 +146,12 @@ func Code(err error) int64 {
 // concurrent use.
 type Store interface {
 	// Allocate reserves the next segment of tag; step <= 0 means the row's
-	// own step, step > 0 a custom step. Errors: [store.ErrTagNotFound] for a
-	// missing row, [store.ErrOverflow], [store.ErrBadStep], or a driver error.
-	Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error)
+	// own step, step > 0 a custom step. mark is the tag's high-water mark
+	// (<= 1: none): a row whose max_id is below it is refused by the
+	// allocating statement itself, unchanged. Errors: [store.ErrTagNotFound]
+	// for a missing row, [store.ErrBelowMark], [store.ErrOverflow],
+	// [store.ErrBadStep], or a driver error.
+	Allocate(ctx context.Context, tag string, step, mark int64) (store.Allocation, error)
 	// Rows returns every leaf_alloc row: the tag list of a refresh, and the
 	// max_id of every row for the high-water marks.
 	Rows(ctx context.Context) ([]store.Row, error)

@@ -178,8 +178,8 @@ func lazyDo(l *lazyStore, f func(st store.Store) error) error {
 }
 
 // Allocate implements [store.Store].
-func (l *lazyStore) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
-	return lazyCall(l, func(st store.Store) (store.Allocation, error) { return st.Allocate(ctx, tag, step) })
+func (l *lazyStore) Allocate(ctx context.Context, tag string, step, mark int64) (store.Allocation, error) {
+	return lazyCall(l, func(st store.Store) (store.Allocation, error) { return st.Allocate(ctx, tag, step, mark) })
 }
 
 // Tags implements [store.Store].

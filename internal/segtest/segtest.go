@@ -173,9 +173,9 @@ type CountingStore struct {
 }
 
 // Allocate counts the call and passes it on.
-func (c *CountingStore) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
+func (c *CountingStore) Allocate(ctx context.Context, tag string, step, mark int64) (store.Allocation, error) {
 	c.Allocs.Add(1)
-	return c.Store.Allocate(ctx, tag, step)
+	return c.Store.Allocate(ctx, tag, step, mark)
 }
 
 // Rows counts the call and passes it on.

@@ -186,7 +186,7 @@ func TestOpen(t *testing.T) {
 			if err := s.Create(ctx, store.Row{BizTag: "t", Step: 10}); err != nil {
 				t.Fatalf("Create() = %v", err)
 			}
-			if a, err := s.Allocate(ctx, "t", 0); err != nil || a.Start() != 1 {
+			if a, err := s.Allocate(ctx, "t", 0, 0); err != nil || a.Start() != 1 {
 				t.Errorf("Allocate(%q) = %+v, %v, want a segment starting at 1", "t", a, err)
 			}
 		})
