@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -9,18 +10,19 @@ import (
 
 	"github.com/leaf-go/leaf/internal/waittest"
 	"github.com/leaf-go/leaf/segment"
+	"github.com/leaf-go/leaf/store"
 )
 
-// hookedMaxID runs hook once, right after the next MaxID call returns: a restore that
-// lands between a load's max_id check and its allocation.
-type hookedMaxID struct {
+// hookedAllocate runs hook once, right before the next Allocate reaches the store: a
+// restore that lands after everything a load may have read and before its allocating
+// statement.
+type hookedAllocate struct {
 	segment.Store
 	mu   sync.Mutex
 	hook func()
 }
 
-func (s *hookedMaxID) MaxID(ctx context.Context, tag string) (int64, error) {
-	v, err := s.Store.MaxID(ctx, tag)
+func (s *hookedAllocate) Allocate(ctx context.Context, tag string, step, mark int64) (store.Allocation, error) {
 	s.mu.Lock()
 	hook := s.hook
 	s.hook = nil
@@ -28,19 +30,19 @@ func (s *hookedMaxID) MaxID(ctx context.Context, tag string) (int64, error) {
 	if hook != nil {
 		hook()
 	}
-	return v, err
+	return s.Store.Allocate(ctx, tag, step, mark)
 }
 
 // TestRestoreBetweenCheckAndAllocate: two generators share a row (step 10). B holds
 // [1, 11) and [11, 21) (mark 21); A hands out 21..30 and holds [31, 41) (mark 41). The
-// row is put back to max_id 11 (a lagging replica promoted) while A's next load is
-// between its max_id check (41, fine) and its allocation: the allocation gets [11, 21),
-// which A refuses (below its mark) but which carries max_id to 21, B's mark. B then
-// passes its own check and takes [21, 31): the IDs A handed out. It fails on the code of
-// 2026-12-07 (branch sleeps): the max_id check and the allocation are two statements, so a
-// rewind between them still burns a segment (the race TestRestoredBackup's replica mode
-// hit on MariaDB, 100 duplicates). An allocation conditional on max_id >= the mark, in the
-// UPDATE itself, would close it.
+// row is put back to max_id 11 (a lagging replica promoted) just before A's next
+// allocation reaches the database. That allocation must be refused by its own UPDATE
+// (max_id >= mark, store.ErrBelowMark) and leave max_id at 11; then B, whose mark is
+// 21, refuses too, and nobody repeats A's IDs. An allocation not guarded in the
+// statement would take [11, 21), which A refuses (below its mark) but which carries
+// max_id to 21, B's mark: B then takes [21, 31), the IDs A handed out. That is the race
+// TestRestoredBackup's replica mode hit on MariaDB (100 duplicates) when the mark was
+// checked by a read of max_id before the allocation, in a separate statement.
 func TestRestoreBetweenCheckAndAllocate(t *testing.T) {
 	db := openDB(t, sqliteDB.dsn(t))
 	db.Create(t, "race", 1, 10)
@@ -50,7 +52,7 @@ func TestRestoreBetweenCheckAndAllocate(t *testing.T) {
 		c.GrowWindow, c.ShrinkWindow = time.Nanosecond, time.Hour // step stays 10
 		return c
 	}
-	hs := &hookedMaxID{Store: db.Store}
+	hs := &hookedAllocate{Store: db.Store}
 	b := newGen(t, db.Store, cfg("b"))
 	seenB := map[int64]bool{mustGet(t, b, "race"): true, mustGet(t, b, "race"): true}
 	waitNextReady(t, b, "race")
@@ -66,19 +68,28 @@ func TestRestoreBetweenCheckAndAllocate(t *testing.T) {
 	hs.hook = func() { db.Exec(t, "UPDATE leaf_alloc SET max_id = 11 WHERE biz_tag = 'race'") }
 	hs.mu.Unlock()
 	seenA[mustGet(t, a, "race")] = true // 31
-	seenA[mustGet(t, a, "race")] = true // 32, and A's next load: checked, then rewound
+	seenA[mustGet(t, a, "race")] = true // 32, and A's next load: rewound, then allocating
 	waittest.For(t, 10*time.Second, "A refusing", func() bool { st, _ := statsOf(a, "race"); return st.Refusing })
-	t.Logf("after A's refusal: max_id %d", db.MaxID(t, "race"))
+	if got := db.MaxID(t, "race"); got != 11 {
+		t.Errorf("max_id after A's refusal = %d, want 11: the refused allocation moved it", got)
+	}
 
+	refused := false
 	for range 28 {
 		id, err := b.Get(context.Background(), "race")
 		if err != nil {
-			t.Logf("B refuses: %v", err)
+			if !errors.Is(err, segment.ErrRewound) {
+				t.Fatalf("B.Get(%q) = %v, want an error wrapping %v", "race", err, segment.ErrRewound)
+			}
+			refused = true
 			break
 		}
 		if seenA[id] {
 			t.Fatalf("B handed out %d, which A handed out before the restore", id)
 		}
 		seenB[id] = true
+	}
+	if !refused {
+		t.Errorf("B served 28 IDs after the rewind, want it to refuse once its 20 buffered IDs ran out")
 	}
 }

@@ -611,7 +611,8 @@ func testFence(t *testing.T, s store.Store) {
 	if a, err := s.Allocate(ctx, "fence2", 0, 0); err != nil || a.Start() != 5000 {
 		t.Errorf("Allocate(%q) after Fence(5000) = %+v, %v, want the segment [5000, 5010)", "fence2", a, err)
 	}
-	// MaxID reads what the segment generator checks before allocating.
+	// MaxID reads the max_id the segment generator matches with a tail
+	// return after an allocation refused below its mark.
 	if v, err := s.MaxID(ctx, "fence2"); err != nil || v != 5010 {
 		t.Errorf("MaxID(%q) = %d, %v, want 5010", "fence2", v, err)
 	}
