@@ -56,6 +56,7 @@ var sentinelAnswers = map[string]struct {
 	"store.ErrBadRow":              {store.ErrBadRow, answer{503, "not_ready"}, answer{400, "bad_row"}, segment.Code},
 	"store.ErrBadStep":             {store.ErrBadStep, answer{503, "not_ready"}, answer{400, "bad_row"}, segment.Code},
 	"store.ErrBelowTombstone":      {store.ErrBelowTombstone, answer{503, "not_ready"}, answer{409, "below_tombstone"}, segment.Code},
+	"store.ErrBelowMark":           {store.ErrBelowMark, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
 	"store.ErrLeaseLost":           {store.ErrLeaseLost, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
 	"store.ErrNoFreeWorker":        {store.ErrNoFreeWorker, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},
 	"store.ErrNotOpen":             {store.ErrNotOpen, answer{503, "not_ready"}, answer{503, "store_unavailable"}, segment.Code},

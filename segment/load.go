@@ -11,10 +11,11 @@ import (
 	"github.com/leaf-go/leaf/store"
 )
 
-// LoadEvent describes one segment load for [Config.OnLoad]: the max_id check
-// of a tag with a high-water mark, the allocation (with its retry at the
-// row's own step after [store.ErrOverflow]), the checks of the segment and the
-// store of its mark.
+// LoadEvent describes one segment load for [Config.OnLoad]: the allocation,
+// guarded by the tag's high-water mark (with its retry at the row's own step
+// after [store.ErrOverflow], and after a refusal below the mark the check
+// of another server's tail return and one more allocation), the checks of
+// the segment and the store of its mark.
 type LoadEvent struct {
 	// BizTag is the tag whose segment was loaded.
 	BizTag string
@@ -57,8 +58,9 @@ func (g *Generator) startLoad(b *buffer) *loadCall {
 // load, as next otherwise. An accepted segment's max_id becomes the tag's
 // high-water mark, stored through [Config.Marks] before the segment is
 // installed, so that no ID of it is handed out before the mark is durable.
-// A tag with a mark first has its max_id checked against the mark
-// ([Store.MaxID]). [Config.OnLoad] hears of the load before its waiters are
+// The allocation carries the mark: the store refuses it, leaving the row
+// unchanged, when max_id is below ([store.ErrBelowMark], [ErrRewound]
+// here). [Config.OnLoad] hears of the load before its waiters are
 // woken. On failure load sets the backoff, or removes the tag when the store
 // no longer has it. The steps: fetch (the database and the mark, no lock),
 // then under b.mu one of install, forget, refuse or fail; their log lines
@@ -119,20 +121,25 @@ type loadResult struct {
 }
 
 // fetch does the database work of a load of b's tag within
-// [Config.LoadTimeout]: the max_id check of a tag with a mark high above 1
-// (checkMark), the allocation at step (allocate), the checks of the
-// segment (checkAlloc) and the durable store of its mark. It takes no lock.
+// [Config.LoadTimeout]: the allocation at step against the mark high
+// (allocate), the checks of the segment (checkAlloc) and the durable store
+// of its mark. An allocation refused below the mark may be explained by
+// another server's tail return (checkReturned): then it is tried once more
+// against the lowered mark. It takes no lock.
 func (g *Generator) fetch(b *buffer, step, high int64) loadResult {
 	tag := b.tag
 	ctx, cancel := context.WithTimeout(g.root, g.cfg.LoadTimeout)
 	defer cancel()
 	t0 := time.Now()
-	r := loadResult{}
-	r.high, r.err = g.checkMark(ctx, b, high)
-	if r.err == nil {
-		r.alloc, step, r.err = g.allocate(ctx, tag, step)
-		r.allocated = r.err == nil
+	r := loadResult{high: high}
+	r.alloc, step, r.err = g.allocate(ctx, tag, step, high)
+	if errors.Is(r.err, ErrRewound) {
+		if h, ok := g.checkReturned(ctx, b); ok {
+			r.high = h
+			r.alloc, step, r.err = g.allocate(ctx, tag, step, h)
+		}
 	}
+	r.allocated = r.err == nil
 	if r.err == nil {
 		r.seg, r.err = checkAlloc(tag, r.alloc, step, r.high)
 	}
@@ -143,37 +150,33 @@ func (g *Generator) fetch(b *buffer, step, high int64) loadResult {
 	return r
 }
 
-// checkMark reads max_id before allocating, for a tag with a mark high
-// above 1: a rewound table is noticed without burning a segment, whose size
-// (the grown dynamic step) could carry max_id past another server's lower
-// mark and let that server repeat this one's IDs. A fresh mark (high <= 1)
-// has nothing to check; a refusing tag always has a mark above 1. A max_id
-// below the mark may be another server's tail return (checkReturned): then
-// the lowered mark is checked instead. It returns the mark checked against.
-func (g *Generator) checkMark(ctx context.Context, b *buffer, high int64) (int64, error) {
-	if high <= 1 {
-		return high, nil
-	}
-	err := checkMaxID(ctx, g.st, b.tag, high)
-	if errors.Is(err, ErrRewound) {
-		if h, ok := g.checkReturned(ctx, b); ok {
-			return h, checkMaxID(ctx, g.st, b.tag, h)
-		}
-	}
-	return high, err
-}
-
-// allocate reserves a segment of tag at step (0: the row's own step). When
+// allocate reserves a segment of tag at step (0: the row's own step),
+// guarded by the high-water mark (<= 1: none). The guard is the store's
+// UPDATE itself, not a read before it: a table rewound below the mark
+// ([ErrRewound], wrapping [store.ErrBelowMark]) is noticed without burning
+// a segment, whose size (the grown dynamic step) could carry max_id past
+// another server's lower mark and let that server repeat this one's IDs,
+// and no rewind between a check and the write can slip one through. When
 // the grown dynamic step no longer fits below int64's end
 // ([store.ErrOverflow], the store refused without a change), the row's own
 // step may: it is asked for once. It returns the step the allocation used.
-func (g *Generator) allocate(ctx context.Context, tag string, step int64) (store.Allocation, int64, error) {
-	alloc, err := g.st.Allocate(ctx, tag, step)
+func (g *Generator) allocate(ctx context.Context, tag string, step, mark int64) (store.Allocation, int64, error) {
+	alloc, err := g.st.Allocate(ctx, tag, step, mark)
 	if errors.Is(err, store.ErrOverflow) && step > 0 {
 		step = 0
-		alloc, err = g.st.Allocate(ctx, tag, step)
+		alloc, err = g.st.Allocate(ctx, tag, step, mark)
 	}
-	return alloc, step, err
+	return alloc, step, rewound(err)
+}
+
+// rewound wraps the store's refusal of an allocation below the high-water
+// mark ([store.ErrBelowMark]) in [ErrRewound]; other errors pass as they
+// are.
+func rewound(err error) error {
+	if errors.Is(err, store.ErrBelowMark) {
+		return fmt.Errorf("%w: %w", ErrRewound, err)
+	}
+	return err
 }
 
 // install takes in the accepted segment of r: as cur for the first load,
@@ -300,21 +303,6 @@ func (g *Generator) fail(b *buffer, err error, first bool, now time.Time) (drop 
 	}
 	args := []any{"biz_tag", b.tag, "first", first, "failures", f.failures, "retry_in", backoff, "refusing", b.refusing, "err", err}
 	return drop, func() { g.log.Log(context.Background(), level, "segment: load failed", args...) }, callErr
-}
-
-// checkMaxID returns [ErrRewound] when the max_id of tag is below high. A
-// missing row is left to Allocate to report.
-func checkMaxID(ctx context.Context, st Store, tag string, high int64) error {
-	cur, err := st.MaxID(ctx, tag)
-	switch {
-	case errors.Is(err, store.ErrTagNotFound):
-		return nil
-	case err != nil:
-		return fmt.Errorf("read max_id of %q: %w", tag, err)
-	case cur < high:
-		return fmt.Errorf("%w: max_id of %q is %d, below the high-water mark %d", ErrRewound, tag, cur, high)
-	}
-	return nil
 }
 
 // checkAlloc turns an allocation into a segment, refusing what could hand

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -153,5 +154,46 @@ func TestOnLoad(t *testing.T) {
 		if e.BizTag != tt.give || (e.Err != nil) != tt.wantErr || e.Known != tt.wantKnown || e.Latency <= 0 {
 			t.Errorf("event %d = %+v, want biz tag %q, error %v, known %v, a latency", i, e, tt.give, tt.wantErr, tt.wantKnown)
 		}
+	}
+}
+
+// TestMarkedLoadOneStatement: a tag with a high-water mark is loaded by the
+// allocation alone, its mark checked in the allocating UPDATE: no read of
+// max_id before it, whether the load is accepted or refused as rewound, and
+// a refused load moves max_id nowhere.
+func TestMarkedLoadOneStatement(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqliteDB.dsn(t))
+	db.Create(t, "marked", 1, 10)
+	cs := &countingStore{Store: db.Store}
+	cfg := fastRetry
+	cfg.Marks = segment.NewFileMarks(filepath.Join(t.TempDir(), "marks.json"))
+	cfg.GrowWindow, cfg.ShrinkWindow = time.Nanosecond, time.Hour // step stays 10
+	g := newGen(t, cs, cfg)
+	for want := int64(1); want <= 35; want++ {
+		if id := mustGet(t, g, "marked"); id != want {
+			t.Fatalf("Get(%q) = %d, want %d", "marked", id, want)
+		}
+	}
+	st := waitNextReady(t, g, "marked") // [31, 41) and [41, 51): five loads
+	if got := cs.Allocs.Load(); got != 5 || cs.MaxIDs.Load() != 0 {
+		t.Fatalf("after five loads: %d Allocate and %d MaxID calls, want 5 and 0", got, cs.MaxIDs.Load())
+	}
+	db.Exec(t, "UPDATE leaf_alloc SET max_id = 11 WHERE biz_tag = 'marked'")
+	var err error
+	for err == nil {
+		_, err = g.Get(context.Background(), "marked")
+	}
+	if !errors.Is(err, segment.ErrRewound) {
+		t.Fatalf("Get(%q) after the rewind = %v, want ErrRewound", "marked", err)
+	}
+	if st, _ = statsOf(g, "marked"); !st.Refusing || st.HighWater != 51 {
+		t.Fatalf("Stats: Refusing=%v HighWater=%d, want true, 51", st.Refusing, st.HighWater)
+	}
+	if got := db.MaxID(t, "marked"); got != 11 {
+		t.Errorf("max_id after the refusal = %d, want 11 (nothing allocated)", got)
+	}
+	if got := cs.MaxIDs.Load(); got != 0 {
+		t.Errorf("MaxID calls = %d, want 0: the mark is checked by the allocation", got)
 	}
 }

@@ -135,12 +135,15 @@ func newMemStore(n int, step int64) *memStore {
 	return m
 }
 
-func (m *memStore) Allocate(_ context.Context, tag string, step int64) (store.Allocation, error) {
+func (m *memStore) Allocate(_ context.Context, tag string, step, mark int64) (store.Allocation, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.rows[tag]
 	if r == nil {
 		return store.Allocation{}, store.ErrTagNotFound
+	}
+	if r.MaxID < store.GuardMark(mark) {
+		return store.Allocation{}, store.ErrBelowMark
 	}
 	if step <= 0 {
 		step = r.Step

@@ -155,7 +155,7 @@ func (g *Generator) allocateOrdered(b *buffer, q *orderQueue, batch []*orderWait
 		return
 	}
 	b.mu.Lock()
-	high, refusing := b.highMax, b.refusing
+	high := b.highMax
 	b.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(g.root, g.cfg.LoadTimeout)
@@ -166,14 +166,11 @@ func (g *Generator) allocateOrdered(b *buffer, q *orderQueue, batch []*orderWait
 		err       error
 		allocated bool
 	)
-	if refusing && high > 1 {
-		// As a load: a table still rewound is noticed without allocating.
-		err = checkMaxID(ctx, g.st, b.tag, high)
-	}
-	if err == nil {
-		alloc, err = g.st.Allocate(ctx, b.tag, total)
-		allocated = err == nil
-	}
+	// As a load: a table rewound below the mark is refused by the
+	// allocating statement, without burning anything.
+	alloc, err = g.st.Allocate(ctx, b.tag, total, high)
+	err = rewound(err)
+	allocated = err == nil
 	if err == nil {
 		seg, err = checkAlloc(b.tag, alloc, total, high)
 	}

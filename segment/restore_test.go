@@ -142,19 +142,19 @@ func TestRefusesUntilFenced(t *testing.T) {
 				t.Fatalf("Stats: Refusing=%v HighWater=%d, want true, %d", st.Refusing, st.HighWater, high)
 			}
 			// The log line is written just after the waiters are woken.
-			for _, want := range []string{"level=ERROR", "biz_tag=fence", "high_water=" + strconv.FormatInt(high, 10), "max_id of", "leafctl tag fence fence"} {
+			for _, want := range []string{"level=ERROR", "biz_tag=fence", "high_water=" + strconv.FormatInt(high, 10), "max_id is below the high-water mark", "leafctl tag fence fence"} {
 				waittest.For(t, 10*time.Second, "log line with "+want, func() bool { return strings.Contains(logs.String(), want) })
 			}
 
-			// The store's max_id is read before allocating: the rewind is
-			// noticed without burning a segment, and while refusing,
-			// retries read max_id and allocate nothing.
+			// The allocation is guarded by the mark in its UPDATE: the
+			// rewind is noticed without burning a segment, and while
+			// refusing, retries allocate nothing.
 			burned := db.MaxID(t, "fence")
 			if burned != 1 {
 				t.Fatalf("max_id after the refusal = %d, want 1 (nothing allocated)", burned)
 			}
-			// Wait for three more refused loads (each reads max_id where it
-			// would allocate), not for a fixed time.
+			// Wait for three more refused loads (each an allocation refused
+			// by the store), not for a fixed time.
 			st, _ = statsOf(g, "fence")
 			refused := st.LoadFailures
 			waittest.For(t, 10*time.Second, "three more refused loads", func() bool {

@@ -40,10 +40,11 @@
 // which is what an operator's fence does
 // (`leafctl tag fence <tag> --min <mark>`); then the next retry serves by
 // itself. Retries back off up to
-// [Config.RefuseRetryMax] (30 s). Every load of a tag that has a mark first
-// reads max_id ([Store.MaxID]) and refuses a rewound table without
-// allocating, so noticing burns nothing and cannot carry max_id past another
-// server's lower mark.
+// [Config.RefuseRetryMax] (30 s). Every allocation carries the tag's mark
+// ([Store.Allocate]), and the store's UPDATE itself refuses a row below it
+// ([store.ErrBelowMark]), so noticing burns nothing and cannot carry max_id
+// past another server's lower mark, even when the table is rewound just
+// before the allocation.
 //
 // Every tag refresh also reads the table's max_id into the marks (observe),
 // so a server whose own last segment is old still knows what the other
@@ -103,13 +104,14 @@ var (
 	// the cache failed or was not answered within [Config.WaitTimeout]
 	// (Leaf code -3, EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL).
 	ErrNoSegment = errors.New("segment: no segment ready")
-	// ErrRewound is returned (wrapped in [ErrNoSegment]) when the store hands
-	// out a segment that starts below the tag's high-water mark, the
-	// highest max_id this generator (or, with [Config.Marks], an earlier run
-	// on the same data directory) accepted: the database went back in time
-	// (restored backup, failover to a lagging replica). The segment is
-	// refused, and so is every later one until max_id is fenced forward to
-	// the mark.
+	// ErrRewound is returned (wrapped in [ErrNoSegment]) when the store
+	// refuses an allocation because max_id is below the tag's high-water
+	// mark ([store.ErrBelowMark], also wrapped), or hands out a segment that
+	// starts below it; the mark is the highest max_id this generator (or,
+	// with [Config.Marks], an earlier run on the same data directory)
+	// accepted. The database went back in time (restored backup, failover
+	// to a lagging replica). Every allocation is refused until max_id is
+	// fenced forward to the mark.
 	ErrRewound = errors.New("segment: store went back in time")
 	// ErrClosed is returned by Get after Close (Code maps it to -3).
 	ErrClosed = errors.New("segment: generator closed")
@@ -146,9 +148,12 @@ func Code(err error) int64 {
 // concurrent use.
 type Store interface {
 	// Allocate reserves the next segment of tag; step <= 0 means the row's
-	// own step, step > 0 a custom step. Errors: [store.ErrTagNotFound] for a
-	// missing row, [store.ErrOverflow], [store.ErrBadStep], or a driver error.
-	Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error)
+	// own step, step > 0 a custom step. mark is the tag's high-water mark
+	// (<= 1: none): a row whose max_id is below it is refused by the
+	// allocating statement itself, unchanged. Errors: [store.ErrTagNotFound]
+	// for a missing row, [store.ErrBelowMark], [store.ErrOverflow],
+	// [store.ErrBadStep], or a driver error.
+	Allocate(ctx context.Context, tag string, step, mark int64) (store.Allocation, error)
 	// Rows returns every leaf_alloc row: the tag list of a refresh, and the
 	// max_id of every row for the high-water marks.
 	Rows(ctx context.Context) ([]store.Row, error)
@@ -156,9 +161,10 @@ type Store interface {
 	// whether each is an ordered tag: the miss lookup of tags not in the
 	// cache, one round for many names.
 	FindTags(ctx context.Context, tags []string) (map[string]bool, error)
-	// MaxID reads the max_id of one row without changing it: every load of
-	// a tag with a high-water mark checks it before allocating. Errors:
-	// [store.ErrTagNotFound] for a missing row.
+	// MaxID reads the max_id of one row without changing it: a load whose
+	// allocation was refused below the mark reads it to match another
+	// server's tail return. Errors: [store.ErrTagNotFound] for a missing
+	// row.
 	MaxID(ctx context.Context, tag string) (int64, error)
 }
 

@@ -332,12 +332,12 @@ type gateStore struct {
 	armed   atomic.Bool
 }
 
-func (s *gateStore) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
+func (s *gateStore) Allocate(ctx context.Context, tag string, step, mark int64) (store.Allocation, error) {
 	if tag == s.tag && s.armed.CompareAndSwap(true, false) {
 		s.entered <- struct{}{}
 		<-s.release
 	}
-	return s.Store.Allocate(ctx, tag, step)
+	return s.Store.Allocate(ctx, tag, step, mark)
 }
 
 func (s *gateStore) Rows(ctx context.Context) ([]store.Row, error) {

@@ -227,10 +227,11 @@ func (g *Generator) applyReturns(ctx context.Context, observed map[string]int64,
 	}
 }
 
-// checkReturned is load's answer to a max_id below the mark (ErrRewound from
-// checkMaxID): it reads the tag's last tail return and applies it
-// (applyReturn). It returns the mark to check against afterwards and whether
-// it was lowered. Called from the one load of b, without b.mu.
+// checkReturned is load's answer to a max_id below the mark (an allocation
+// refused with [store.ErrBelowMark]): it reads the tag's last tail return
+// and the tag's max_id, and applies the return (applyReturn). It returns
+// the mark to allocate against afterwards and whether it was lowered.
+// Called from the one load of b, without b.mu.
 func (g *Generator) checkReturned(ctx context.Context, b *buffer) (int64, bool) {
 	if g.cfg.Tails == nil {
 		return 0, false

@@ -19,9 +19,16 @@ func tailGen(t *testing.T, db *testDB, dir string) *segment.Generator {
 	return newGen(t, db.Store, cfg)
 }
 
-// returnTails closes g and gives its tails back.
+// returnTails stops g as leaf-server's graceful stop does: it waits for the
+// loads in flight (a prefetch started by the last Gets), closes g and gives
+// its tails back. Without the wait, Close may cancel a prefetch whose
+// allocation committed, and the compare-and-set then misses (safe, but not
+// what these tests check).
 func returnTails(t *testing.T, g *segment.Generator, between func(string)) segment.TailStats {
 	t.Helper()
+	if err := g.WaitLoads(context.Background()); err != nil {
+		t.Fatalf("WaitLoads: %v", err)
+	}
 	g.Close()
 	st, err := g.ReturnTails(context.Background(), between)
 	if err != nil {

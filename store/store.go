@@ -46,6 +46,15 @@ var (
 	// row's: IDs below that were handed out, and the new row would hand them
 	// out again.
 	ErrBelowTombstone = errors.New("store: biz tag was deleted with a higher max_id")
+	// ErrBelowMark is returned by Allocate when the row's max_id is below
+	// the caller's mark (its high-water mark: the highest max_id it
+	// accepted), with both values; the row is left unchanged. The table
+	// went back in time (a restored backup, a lagging replica promoted), and
+	// the allocation, refused in the same UPDATE that would have made it,
+	// burns no segment: one that carried max_id up to another server's
+	// lower mark would let that server hand out IDs again
+	// (docs/contract.md §2.6 rule 5).
+	ErrBelowMark = errors.New("store: max_id is below the high-water mark")
 	// ErrPermanent is wrapped (beside the driver's error) by a dialect's Open
 	// when the server answered that the connection cannot work as
 	// configured, so that retrying is pointless: the database does not exist
@@ -141,11 +150,16 @@ func ValidateTailReturn(from, to, seq int64) error {
 // assertion, so a wrapper that forgot a method would not compile.
 type Store interface {
 	// Allocate runs, in one transaction, UPDATE leaf_alloc SET max_id =
-	// max_id + step WHERE biz_tag = tag and reads the row back. step <= 0
-	// means the row's own step (Leaf's updateMaxIdAndGetLeafAlloc); step > 0
-	// is a custom step (Leaf's updateMaxIdByCustomStepAndGetLeafAlloc).
-	// Errors: [ErrTagNotFound], [ErrOverflow], [ErrBadStep], or a driver error.
-	Allocate(ctx context.Context, tag string, step int64) (Allocation, error)
+	// max_id + step WHERE biz_tag = tag AND max_id >= mark and reads the
+	// row back. step <= 0 means the row's own step (Leaf's
+	// updateMaxIdAndGetLeafAlloc); step > 0 is a custom step (Leaf's
+	// updateMaxIdByCustomStepAndGetLeafAlloc). mark is the caller's
+	// high-water mark for the tag; mark <= 1 means none (every row
+	// qualifies). The mark is checked in the UPDATE itself, so that no
+	// rewind between a read and the write can slip a segment through.
+	// Errors: [ErrTagNotFound], [ErrBelowMark], [ErrOverflow],
+	// [ErrBadStep], or a driver error; the row is unchanged after each.
+	Allocate(ctx context.Context, tag string, step, mark int64) (Allocation, error)
 	// Tags lists every biz_tag in leaf_alloc (Leaf's getAllTags).
 	Tags(ctx context.Context) ([]string, error)
 	// Rows returns every row ordered by biz_tag, for the /db page, with
@@ -159,7 +173,8 @@ type Store interface {
 	// the rows' biz_tags, exactly as stored.
 	FindTags(ctx context.Context, tags []string) (map[string]bool, error)
 	// MaxID reads the max_id of one row without changing it (the segment
-	// generator's restore check before an allocation). Errors:
+	// generator reads it after [ErrBelowMark], to match it with another
+	// server's tail return). Errors:
 	// [ErrTagNotFound], or a driver error.
 	MaxID(ctx context.Context, tag string) (int64, error)
 	// Create inserts a row, and in the same transaction makes its

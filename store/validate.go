@@ -73,21 +73,35 @@ func ValidateMaxID(maxID int64) error {
 // allocation UPDATE refuses ([ErrOverflow]) a step that would pass it.
 const MaxAllowedID = math.MaxInt64
 
+// GuardMark returns the value the dialects bind for the guard max_id >=
+// mark of their allocating UPDATE: mark itself, or math.MinInt64 for a mark
+// <= 1 (none), so that every row qualifies, even one below 1 (whose segment
+// the caller cuts at 1).
+func GuardMark(mark int64) int64 {
+	if mark <= 1 {
+		return math.MinInt64
+	}
+	return mark
+}
+
 // Refusal explains an allocation whose guarded UPDATE changed no row, from
 // the row read back afterwards: exists reports whether a row was found, maxID
-// and rowStep are its max_id and step, and step is the caller's step argument
-// (<= 0 means the row's own). It returns, wrapped with the tag,
-// [ErrTagNotFound] when there is no row, [ErrBadStep] when the row's step is
-// not positive, [ErrOverflow] when max_id + step would pass MaxAllowedID, and
-// nil when the row now admits the allocation (it changed in between; the
-// caller may retry). Shared by the dialects so that they classify
-// identically.
-func Refusal(tag string, exists bool, maxID, rowStep, step int64) error {
+// and rowStep are its max_id and step, step is the caller's step argument
+// (<= 0 means the row's own) and mark its high-water mark (<= 1: none). It
+// returns, wrapped with the tag, [ErrTagNotFound] when there is no row,
+// [ErrBadStep] when the row's step is not positive, [ErrBelowMark] when
+// max_id is below the mark, [ErrOverflow] when max_id + step would pass
+// MaxAllowedID, and nil when the row now admits the allocation (it changed
+// in between; the caller may retry). Shared by the dialects so that they
+// classify identically.
+func Refusal(tag string, exists bool, maxID, rowStep, step, mark int64) error {
 	switch {
 	case !exists:
 		return fmt.Errorf("allocate %q: %w", tag, ErrTagNotFound)
 	case rowStep <= 0:
 		return fmt.Errorf("allocate %q: %w: row step is %d", tag, ErrBadStep, rowStep)
+	case maxID < GuardMark(mark):
+		return fmt.Errorf("allocate %q: %w: max_id %d, mark %d", tag, ErrBelowMark, maxID, mark)
 	}
 	if step <= 0 {
 		step = rowStep

@@ -100,7 +100,7 @@ func TestRestoreDrill(t *testing.T) {
 				t.Fatalf("GET after the restore = %d %s, %v; want 500 with id=-3", status, body, err)
 			}
 			logWant := []string{"level=ERROR", "refusing tag", "biz_tag=" + tag, "high_water=" + strconv.FormatInt(mark, 10),
-				fmt.Sprintf("max_id of \\\"%s\\\" is %d", tag, dump.maxID)} // read before allocating: nothing burned
+				fmt.Sprintf("max_id is below the high-water mark: max_id %d, mark %d", dump.maxID, mark)} // refused by the UPDATE: nothing burned
 			restoreWait(t, 10*time.Second, "the refusal log line", func() bool {
 				for _, w := range logWant {
 					if !strings.Contains(p2.logs(), w) {
@@ -116,8 +116,8 @@ func TestRestoreDrill(t *testing.T) {
 				t.Fatalf("leaf_segment_rewound = %q while refusing, want 1", got)
 			}
 			// It keeps refusing, and its retries burn nothing: wait for
-			// two more refused loads (each reads max_id where it would
-			// allocate), not for a fixed time.
+			// two more refused loads (each an allocation its UPDATE
+			// refuses), not for a fixed time.
 			burned := maxID(t, st, tag)
 			refused := loadFailures(t, p2, tag)
 			restoreWait(t, 20*time.Second, "two more refused loads", func() bool {

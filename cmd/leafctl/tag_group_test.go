@@ -61,7 +61,7 @@ func TestTagGroup(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := st.Allocate(context.Background(), "order:20261101", 0); err != nil {
+			if _, err := st.Allocate(context.Background(), "order:20261101", 0, 0); err != nil {
 				t.Fatal(err)
 			}
 			if got := leafctl(t, opts{}, "tag", "delete", "order:20261101", "--yes", "--dsn", d); got.err == nil ||

@@ -246,7 +246,7 @@ func allocate(t *testing.T, d, tag string) store.Allocation {
 		t.Fatalf("open %s: %v", dsn.Redact(d), err)
 	}
 	defer st.Close()
-	a, err := st.Allocate(ctx, tag, 0)
+	a, err := st.Allocate(ctx, tag, 0, 0)
 	if err != nil {
 		t.Fatalf("Allocate(%q): %v", tag, err)
 	}

@@ -27,7 +27,7 @@ func TestTagCreateBelowTombstone(t *testing.T) {
 			}
 			defer st.Close()
 			for range 2 {
-				if _, err := st.Allocate(context.Background(), "tc", 0); err != nil {
+				if _, err := st.Allocate(context.Background(), "tc", 0, 0); err != nil {
 					t.Fatal(err)
 				}
 			}

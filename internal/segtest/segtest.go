@@ -173,9 +173,9 @@ type CountingStore struct {
 }
 
 // Allocate counts the call and passes it on.
-func (c *CountingStore) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
+func (c *CountingStore) Allocate(ctx context.Context, tag string, step, mark int64) (store.Allocation, error) {
 	c.Allocs.Add(1)
-	return c.Store.Allocate(ctx, tag, step)
+	return c.Store.Allocate(ctx, tag, step, mark)
 }
 
 // Rows counts the call and passes it on.
@@ -197,9 +197,9 @@ func (c *CountingStore) MaxID(ctx context.Context, tag string) (int64, error) {
 	return c.Store.MaxID(ctx, tag)
 }
 
-// LoadCalls is the number of Allocate and MaxID calls: a load of a tag with a high-water mark
-// calls MaxID, then Allocate if max_id is not below the mark; a load of a tag without one
-// calls Allocate only.
+// LoadCalls is the number of Allocate and MaxID calls: a load calls Allocate (the store
+// checks the high-water mark in the same statement), and MaxID only after an allocation
+// refused below the mark, to match it with another server's tail return.
 func (c *CountingStore) LoadCalls() int64 { return c.Allocs.Load() + c.MaxIDs.Load() }
 
 // ViaProxy returns dsnStr with its host:port replaced by proxy(host:port).

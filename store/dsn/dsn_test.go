@@ -186,7 +186,7 @@ func TestOpen(t *testing.T) {
 			if err := s.Create(ctx, store.Row{BizTag: "t", Step: 10}); err != nil {
 				t.Fatalf("Create() = %v", err)
 			}
-			if a, err := s.Allocate(ctx, "t", 0); err != nil || a.Start() != 1 {
+			if a, err := s.Allocate(ctx, "t", 0, 0); err != nil || a.Start() != 1 {
 				t.Errorf("Allocate(%q) = %+v, %v, want a segment starting at 1", "t", a, err)
 			}
 		})
@@ -217,7 +217,7 @@ func TestNew(t *testing.T) {
 		if err := start(ctx, true); err == nil || strings.Contains(err.Error(), secret) {
 			t.Errorf("start of New(%q) = %v, want an error without the password", dsn.Redact(give), err)
 		}
-		if _, err := st.Allocate(ctx, "t", 0); !errors.Is(err, store.ErrNotOpen) || !strings.Contains(err.Error(), addr) || strings.Contains(err.Error(), secret) {
+		if _, err := st.Allocate(ctx, "t", 0, 0); !errors.Is(err, store.ErrNotOpen) || !strings.Contains(err.Error(), addr) || strings.Contains(err.Error(), secret) {
 			t.Errorf("Allocate after a failed start of New(%q) = %v, want %v naming %s, without the password", dsn.Redact(give), err, store.ErrNotOpen, addr)
 		}
 		if err := st.Close(); err != nil {

@@ -68,7 +68,7 @@ func TestHostsFirstClosed(t *testing.T) {
 	if err := s.Create(ctx, store.Row{BizTag: "t", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Allocate(ctx, "t", 0); err != nil || a.MaxID != 11 {
+	if a, err := s.Allocate(ctx, "t", 0, 0); err != nil || a.MaxID != 11 {
 		t.Fatalf("Allocate() = %+v, %v, want max_id 11", a, err)
 	}
 }
@@ -92,7 +92,7 @@ func TestHostsReadOnly(t *testing.T) {
 	if err := s.Create(ctx, store.Row{BizTag: "t", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Allocate(ctx, "t", 0); err != nil || a.MaxID != 11 {
+	if a, err := s.Allocate(ctx, "t", 0, 0); err != nil || a.MaxID != 11 {
 		t.Fatalf("Allocate() = %+v, %v, want max_id 11", a, err)
 	}
 	var n int
@@ -124,11 +124,11 @@ func TestHostsFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := open(t, hostsDSN(t, dsn, srv.Addr(), sharedAddr(t, dsn)))
-	if a, err := s.Allocate(ctx, "t", 0); err != nil || a.MaxID != 1010 {
+	if a, err := s.Allocate(ctx, "t", 0, 0); err != nil || a.MaxID != 1010 {
 		t.Fatalf("Allocate() on the first host = %+v, %v, want max_id 1010", a, err)
 	}
 	srv.Kill9(t)
-	if a, err := s.Allocate(ctx, "t", 0); err != nil || a.MaxID != 11 {
+	if a, err := s.Allocate(ctx, "t", 0, 0); err != nil || a.MaxID != 11 {
 		t.Fatalf("Allocate() after the first host died = %+v, %v, want max_id 11 from the second", a, err)
 	}
 }

@@ -242,20 +242,24 @@ const allocateAttempts = 3
 
 // Allocate implements [store.Store] as Leaf does: UPDATE, then SELECT the row,
 // in one transaction. The UPDATE is guarded so that a refused allocation
-// leaves the row unchanged. A transaction that fails with a deadlock, a lock
+// leaves the row unchanged; InnoDB evaluates the guard max_id >= mark on the
+// row it locks (a locking read of the latest version), so a rewind committed
+// meanwhile is seen. A transaction that fails with a deadlock, a lock
 // wait timeout, a Galera certification conflict or a TiDB write conflict is
 // re-run whole (see [Store.RetryStats]), for at most 10 s and while ctx
 // lasts.
-func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
+func (s *Store) Allocate(ctx context.Context, tag string, step, mark int64) (store.Allocation, error) {
 	// GREATEST keeps the subtraction from overflowing (MySQL error 1690) when
 	// step is negative: MySQL does not promise to evaluate "step > 0" first.
 	query := `UPDATE leaf_alloc SET max_id = max_id + step
-		WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - GREATEST(step, 0)`
-	args := []any{tag}
+		WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - GREATEST(step, 0)
+			AND max_id >= ?`
+	args := []any{tag, store.GuardMark(mark)}
 	if step > 0 {
 		query = `UPDATE leaf_alloc SET max_id = max_id + ?
-			WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - ?`
-		args = []any{step, tag, step}
+			WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - ?
+				AND max_id >= ?`
+		args = []any{step, tag, step, store.GuardMark(mark)}
 	}
 	for range allocateAttempts {
 		var (
@@ -263,7 +267,7 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 			refused func() error
 		)
 		err := s.inTx(ctx, func(c *sql.Conn) (err error) {
-			a, refused, err = s.allocate(ctx, c, tag, step, query, args)
+			a, refused, err = s.allocate(ctx, c, tag, step, mark, query, args)
 			return err
 		})
 		if err != nil || refused == nil {
@@ -279,7 +283,7 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 // allocate runs one allocation transaction on c. When the UPDATE matched no
 // row it returns a non-nil refused that classifies the row read in the same
 // transaction (nil from refused means: retry).
-func (s *Store) allocate(ctx context.Context, c *sql.Conn, tag string, step int64, query string, args []any) (a store.Allocation, refused func() error, err error) {
+func (s *Store) allocate(ctx context.Context, c *sql.Conn, tag string, step, mark int64, query string, args []any) (a store.Allocation, refused func() error, err error) {
 	tx, err := c.BeginTx(ctx, nil)
 	if err != nil {
 		return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w", tag, err)
@@ -310,7 +314,7 @@ func (s *Store) allocate(ctx context.Context, c *sql.Conn, tag string, step int6
 			return store.Allocation{}, nil, fmt.Errorf("allocate %q: %w", tag, err)
 		}
 		found := err == nil
-		return store.Allocation{}, func() error { return store.Refusal(tag, found, maxID, rowStep, step) }, nil
+		return store.Allocation{}, func() error { return store.Refusal(tag, found, maxID, rowStep, step, mark) }, nil
 	}
 	if err != nil {
 		// sql.ErrNoRows here would mean the row vanished under our lock.

@@ -117,7 +117,7 @@ func TestAdoptLeafDatabase(t *testing.T) {
 		{"order", store.Allocation{BizTag: "order", MaxID: 41001, Step: 1000, DBStep: 1000}},
 	}
 	for _, tt := range tests {
-		if got, err := s.Allocate(ctx, tt.give, 0); err != nil || got != tt.want {
+		if got, err := s.Allocate(ctx, tt.give, 0, 0); err != nil || got != tt.want {
 			t.Errorf("Allocate(%q, 0) = %+v, %v, want %+v, nil", tt.give, got, err, tt.want)
 		}
 	}
@@ -155,11 +155,11 @@ func TestInterpolateParams(t *testing.T) {
 			if err := s.Create(ctx, store.Row{BizTag: tag, MaxID: 1, Step: 10}); err != nil {
 				t.Fatal(err)
 			}
-			a, err := s.Allocate(ctx, tag, 0)
+			a, err := s.Allocate(ctx, tag, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := s.Allocate(ctx, tag, 0)
+			b, err := s.Allocate(ctx, tag, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,14 +181,14 @@ func TestExactTagNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, other := range []string{"exact", "EXACT", "Exact "} {
-		if a, err := s.Allocate(ctx, other, 0); !errors.Is(err, store.ErrTagNotFound) {
+		if a, err := s.Allocate(ctx, other, 0, 0); !errors.Is(err, store.ErrTagNotFound) {
 			t.Errorf("Allocate(%q) = %+v, %v; want %v", other, a, err, store.ErrTagNotFound)
 		}
 		if v, err := s.MaxID(ctx, other); !errors.Is(err, store.ErrTagNotFound) {
 			t.Errorf("MaxID(%q) = %d, %v; want %v", other, v, err, store.ErrTagNotFound)
 		}
 	}
-	a, err := s.Allocate(ctx, "Exact", 0)
+	a, err := s.Allocate(ctx, "Exact", 0, 0)
 	if err != nil || a.MaxID != 11 {
 		t.Errorf("Allocate(%q) = %+v, %v; want max_id 11 (the other spellings reserved nothing)", "Exact", a, err)
 	}

@@ -99,7 +99,7 @@ func TestRetryLockWaitTimeout(t *testing.T) {
 	}
 	done, ended := make(chan result, 1), make(chan struct{})
 	go func() {
-		a, err := s.Allocate(ctx, "t", 0)
+		a, err := s.Allocate(ctx, "t", 0, 0)
 		done <- result{a, err}
 		close(ended)
 	}()
@@ -166,7 +166,7 @@ func TestRetryDeadlock(t *testing.T) {
 	}
 	done, ended := make(chan result, 1), make(chan struct{})
 	go func() {
-		a, err := s.Allocate(ctx, "t", 0)
+		a, err := s.Allocate(ctx, "t", 0, 0)
 		done <- result{a, err}
 		close(ended)
 	}()

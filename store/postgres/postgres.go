@@ -136,19 +136,23 @@ func (s *Store) start(ctx context.Context, migrate bool) error {
 const allocateAttempts = 3
 
 // Allocate implements [store.Store] with one UPDATE … RETURNING round trip,
-// guarded so that a refused allocation leaves the row unchanged. The
-// statement is re-run on the errors of retryCause (see [Store.RetryStats]),
-// for at most 10 s and while ctx lasts.
-func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
+// guarded so that a refused allocation leaves the row unchanged: the guard
+// max_id >= mark is re-evaluated by PostgreSQL on the row version it locks,
+// so a rewind committed meanwhile is seen. The statement is re-run on the
+// errors of retryCause (see [Store.RetryStats]), for at most 10 s and while
+// ctx lasts.
+func (s *Store) Allocate(ctx context.Context, tag string, step, mark int64) (store.Allocation, error) {
 	// GREATEST keeps the subtraction from overflowing when step is negative:
 	// PostgreSQL does not promise to evaluate "step > 0" first.
 	query := `UPDATE leaf_alloc SET max_id = max_id + step, update_time = now()
 		WHERE biz_tag = $1 AND step > 0 AND max_id <= 9223372036854775807 - GREATEST(step, 0)
+			AND max_id >= $2::bigint
 		RETURNING max_id, step`
-	args := []any{tag}
+	args := []any{tag, store.GuardMark(mark)}
 	if step > 0 {
-		query = `UPDATE leaf_alloc SET max_id = max_id + $2::bigint, update_time = now()
-			WHERE biz_tag = $1 AND step > 0 AND max_id <= 9223372036854775807 - $2::bigint
+		query = `UPDATE leaf_alloc SET max_id = max_id + $3::bigint, update_time = now()
+			WHERE biz_tag = $1 AND step > 0 AND max_id <= 9223372036854775807 - $3::bigint
+				AND max_id >= $2::bigint
 			RETURNING max_id, step`
 		args = append(args, step)
 	}
@@ -182,7 +186,7 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return store.Allocation{}, fmt.Errorf("allocate %q: %w", tag, err)
 		}
-		if err := store.Refusal(tag, err == nil, maxID, rowStep, step); err != nil {
+		if err := store.Refusal(tag, err == nil, maxID, rowStep, step, mark); err != nil {
 			return store.Allocation{}, err
 		}
 	}

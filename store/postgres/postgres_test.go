@@ -42,7 +42,7 @@ func TestOpenTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := open(t, dsn)
-	if got, err := b.Allocate(ctx, "keep", 0); err != nil || got.Start() != 99 {
+	if got, err := b.Allocate(ctx, "keep", 0, 0); err != nil || got.Start() != 99 {
 		t.Errorf("Allocate(%q) after a second Open = %+v, %v, want a segment starting at 99", "keep", got, err)
 	}
 }
@@ -126,7 +126,7 @@ func TestAllocateSerializable(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range each {
-					a, err := stores[s].Allocate(ctx, "ser", 0)
+					a, err := stores[s].Allocate(ctx, "ser", 0, 0)
 					if err != nil {
 						t.Errorf("Allocate(%q) on a serializable database: %v", "ser", err)
 						return

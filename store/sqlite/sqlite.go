@@ -101,15 +101,18 @@ func Open(ctx context.Context, path string, migrate bool) (*Store, error) {
 const allocateAttempts = 3
 
 // Allocate implements [store.Store] with one UPDATE … RETURNING statement,
-// guarded so that a refused allocation leaves the row unchanged.
-func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.Allocation, error) {
+// guarded so that a refused allocation leaves the row unchanged (max_id >=
+// mark included: the one connection writes under BEGIN IMMEDIATE's lock).
+func (s *Store) Allocate(ctx context.Context, tag string, step, mark int64) (store.Allocation, error) {
 	query := `UPDATE leaf_alloc SET max_id = max_id + step, update_time = ` + now + `
 		WHERE biz_tag = ?1 AND step > 0 AND max_id <= 9223372036854775807 - max(step, 0)
+			AND max_id >= ?2
 		RETURNING max_id, step`
-	args := []any{tag}
+	args := []any{tag, store.GuardMark(mark)}
 	if step > 0 {
-		query = `UPDATE leaf_alloc SET max_id = max_id + ?2, update_time = ` + now + `
-			WHERE biz_tag = ?1 AND step > 0 AND max_id <= 9223372036854775807 - ?2
+		query = `UPDATE leaf_alloc SET max_id = max_id + ?3, update_time = ` + now + `
+			WHERE biz_tag = ?1 AND step > 0 AND max_id <= 9223372036854775807 - ?3
+				AND max_id >= ?2
 			RETURNING max_id, step`
 		args = append(args, step)
 	}
@@ -131,7 +134,7 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (store.All
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return store.Allocation{}, fmt.Errorf("allocate %q: %w", tag, err)
 		}
-		if err := store.Refusal(tag, err == nil, maxID, rowStep, step); err != nil {
+		if err := store.Refusal(tag, err == nil, maxID, rowStep, step, mark); err != nil {
 			return store.Allocation{}, err
 		}
 	}

@@ -70,7 +70,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 	for _, s := range []*sqlite.Store{a, b, a, b} {
 		wg.Go(func() {
 			for range each {
-				got, err := s.Allocate(ctx, "shared", 0)
+				got, err := s.Allocate(ctx, "shared", 0, 0)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)

@@ -25,8 +25,8 @@ func RunNotOpen(t *testing.T, ref, built store.Store, start func(ctx context.Con
 		name string
 		call func() error
 	}{
-		{"Allocate", func() error { _, err := built.Allocate(ctx, "gate", 0); return err }},
-		{"Allocate custom step", func() error { _, err := built.Allocate(ctx, "gate", 5); return err }},
+		{"Allocate", func() error { _, err := built.Allocate(ctx, "gate", 0, 0); return err }},
+		{"Allocate custom step", func() error { _, err := built.Allocate(ctx, "gate", 5, 0); return err }},
 		{"Tags", func() error { _, err := built.Tags(ctx); return err }},
 		{"Rows", func() error { _, err := built.Rows(ctx); return err }},
 		{"FindTags", func() error { _, err := built.FindTags(ctx, []string{"gate"}); return err }},
@@ -86,7 +86,7 @@ func RunNotOpen(t *testing.T, ref, built store.Store, start func(ctx context.Con
 	if err := start(ctx, false); err != nil {
 		t.Fatalf("Start() = %v", err)
 	}
-	a, err := built.Allocate(ctx, "gate", 0)
+	a, err := built.Allocate(ctx, "gate", 0, 0)
 	if err != nil || a.Start() != 1 || a.MaxID != 11 {
 		t.Fatalf("Allocate after the start = %+v, %v, want [1, 11)", a, err)
 	}

@@ -31,7 +31,7 @@ func testOrdered(t *testing.T, s store.Store) {
 		t.Errorf("after a refused duplicate Create, ord is no longer ordered")
 	}
 	// An ordered tag allocates a custom step like any row.
-	a, err := s.Allocate(ctx, "ord", 7)
+	a, err := s.Allocate(ctx, "ord", 7, 0)
 	if err != nil || a.MaxID != 8 || a.Step != 7 {
 		t.Fatalf(`Allocate("ord", 7) = %+v, %v, want max_id 8, step 7`, a, err)
 	}

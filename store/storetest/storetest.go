@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentAllocationsDisjoint", testConcurrent},
 		{"UnknownTag", testUnknownTag},
 		{"Overflow", testOverflow},
+		{"BelowMark", testBelowMark},
 		{"BadStep", testBadStep},
 		{"CustomStep", testCustomStep},
 		{"TagsAndRows", testTagsAndRows},
@@ -98,7 +99,7 @@ func testFirstAllocation(t *testing.T, s store.Store) {
 		{want: store.Allocation{BizTag: "leaf-segment-test", MaxID: 4001, Step: 2000, DBStep: 2000}},
 	}
 	for i, tt := range tests {
-		got, err := s.Allocate(ctx, "leaf-segment-test", 0)
+		got, err := s.Allocate(ctx, "leaf-segment-test", 0, 0)
 		if err != nil || got != tt.want {
 			t.Fatalf("allocation %d: Allocate(%q, 0) = %+v, %v, want %+v, nil", i, "leaf-segment-test", got, err, tt.want)
 		}
@@ -134,7 +135,7 @@ func testConcurrent(t *testing.T, s store.Store) {
 				if (w+i)%2 == 1 {
 					custom = int64(1 + (w*each+i)%7)
 				}
-				a, err := s.Allocate(ctx, "concurrent", custom)
+				a, err := s.Allocate(ctx, "concurrent", custom, 0)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
@@ -187,8 +188,8 @@ func testUnknownTag(t *testing.T, s store.Store) {
 		name string
 		give func() error
 	}{
-		{"Allocate", func() error { _, err := s.Allocate(ctx, "unknown", 0); return err }},
-		{"AllocateCustom", func() error { _, err := s.Allocate(ctx, "unknown", 500); return err }},
+		{"Allocate", func() error { _, err := s.Allocate(ctx, "unknown", 0, 0); return err }},
+		{"AllocateCustom", func() error { _, err := s.Allocate(ctx, "unknown", 500, 0); return err }},
 		{"Update", func() error { return s.Update(ctx, "unknown", 100, "") }},
 		{"Delete", func() error { return s.Delete(ctx, "unknown") }},
 		{"Fence", func() error { _, err := s.Fence(ctx, "unknown", 100); return err }},
@@ -228,7 +229,7 @@ func testOverflow(t *testing.T, s store.Store) {
 		{give: 0, wantErr: store.ErrOverflow, wantMax: math.MaxInt64},
 	}
 	for _, tt := range tests {
-		got, err := s.Allocate(ctx, tag, tt.give)
+		got, err := s.Allocate(ctx, tag, tt.give, 0)
 		if !errors.Is(err, tt.wantErr) {
 			t.Fatalf("Allocate(%q, %d) = %+v, %v, want %v", tag, tt.give, got, err, tt.wantErr)
 		}
@@ -243,6 +244,76 @@ func testOverflow(t *testing.T, s store.Store) {
 			t.Errorf("after refused Allocate(%q, %d): update_time %v, want unchanged %v", tag, tt.give, after.UpdateTime, before.UpdateTime)
 		}
 		before = after
+	}
+}
+
+// testBelowMark: an allocation with a mark above max_id (a rewound table)
+// is refused with ErrBelowMark by the UPDATE itself and leaves the row
+// unchanged; a mark at or below max_id, or none (<= 1), allocates. Both
+// query forms (the row's step, a custom step) carry the guard.
+func testBelowMark(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	const tag = "marked"
+	create(t, s, store.Row{BizTag: tag, MaxID: 100, Step: 10})
+	tests := []struct {
+		giveStep, giveMark int64
+		wantErr            error
+		wantMax            int64 // the row's max_id afterwards
+	}{
+		{giveStep: 0, giveMark: 101, wantErr: store.ErrBelowMark, wantMax: 100},
+		{giveStep: 5, giveMark: 101, wantErr: store.ErrBelowMark, wantMax: 100},
+		{giveStep: 0, giveMark: math.MaxInt64, wantErr: store.ErrBelowMark, wantMax: 100},
+		{giveStep: 0, giveMark: 100, wantMax: 110}, // at the mark
+		{giveStep: 5, giveMark: 110, wantMax: 115},
+		{giveStep: 5, giveMark: 116, wantErr: store.ErrBelowMark, wantMax: 115},
+		{giveStep: 0, giveMark: 50, wantMax: 125}, // below the mark
+		{giveStep: 0, giveMark: 1, wantMax: 135},  // no mark
+		{giveStep: 0, giveMark: 0, wantMax: 145},
+		{giveStep: 5, giveMark: math.MinInt64, wantMax: 150},
+	}
+	before := row(t, s, tag)
+	for _, tt := range tests {
+		got, err := s.Allocate(ctx, tag, tt.giveStep, tt.giveMark)
+		if !errors.Is(err, tt.wantErr) {
+			t.Fatalf("Allocate(%q, %d, mark %d) = %+v, %v, want %v", tag, tt.giveStep, tt.giveMark, got, err, tt.wantErr)
+		}
+		after := row(t, s, tag)
+		if after.MaxID != tt.wantMax {
+			t.Errorf("after Allocate(%q, %d, mark %d): max_id %d, want %d", tag, tt.giveStep, tt.giveMark, after.MaxID, tt.wantMax)
+		}
+		if err != nil {
+			// The refusal names the tag, its max_id and the mark.
+			for _, want := range []string{fmt.Sprintf("%q", tag), fmt.Sprint(before.MaxID), fmt.Sprint(tt.giveMark)} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Allocate(%q, %d, mark %d) error %q does not name %s", tag, tt.giveStep, tt.giveMark, err, want)
+				}
+			}
+			if after != before {
+				t.Errorf("after refused Allocate(%q, %d, mark %d): row = %+v, want unchanged %+v", tag, tt.giveStep, tt.giveMark, after, before)
+			}
+		} else if got.MaxID != tt.wantMax || got.Start() != before.MaxID {
+			t.Errorf("Allocate(%q, %d, mark %d) = %+v, want [%d, %d)", tag, tt.giveStep, tt.giveMark, got, before.MaxID, tt.wantMax)
+		}
+		before = after
+	}
+
+	// A row below 1 (written by hand) still allocates without a mark: the
+	// caller cuts its segment at 1.
+	ex, ok := s.(ExecSQL)
+	if !ok {
+		return
+	}
+	create(t, s, store.Row{BizTag: "zero", MaxID: 1, Step: 10})
+	if err := ex.ExecSQL(ctx, "UPDATE leaf_alloc SET max_id = -5 WHERE biz_tag = 'zero'"); err != nil {
+		t.Fatalf("ExecSQL: %v", err)
+	}
+	for _, mark := range []int64{0, 1} {
+		if a, err := s.Allocate(ctx, "zero", 0, mark); err != nil || a.MaxID != -5+10*(mark+1) {
+			t.Errorf("Allocate(%q, 0, mark %d) on max_id %d = %+v, %v, want max_id %d", "zero", mark, -5+10*mark, a, err, -5+10*(mark+1))
+		}
+	}
+	if a, err := s.Allocate(ctx, "zero", 0, 16); !errors.Is(err, store.ErrBelowMark) {
+		t.Errorf("Allocate(%q, 0, mark 16) on max_id 15 = %+v, %v, want %v", "zero", a, err, store.ErrBelowMark)
 	}
 }
 
@@ -272,7 +343,7 @@ func testBadStep(t *testing.T, s store.Store) {
 			t.Fatalf("ExecSQL: %v", err)
 		}
 		before := row(t, s, tt.give)
-		got, err := s.Allocate(ctx, tt.give, tt.giveArg)
+		got, err := s.Allocate(ctx, tt.give, tt.giveArg, 0)
 		if !errors.Is(err, store.ErrBadStep) {
 			t.Errorf("Allocate(%q, %d) with row step %d = %+v, %v, want %v", tt.give, tt.giveArg, tt.giveStep, got, err, store.ErrBadStep)
 		}
@@ -296,7 +367,7 @@ func testCustomStep(t *testing.T, s store.Store) {
 		{give: 4_000_000_000, want: store.Allocation{BizTag: "custom", MaxID: 4_000_009_002, Step: 4_000_000_000, DBStep: 2000}},
 	}
 	for _, tt := range tests {
-		got, err := s.Allocate(ctx, "custom", tt.give)
+		got, err := s.Allocate(ctx, "custom", tt.give, 0)
 		if err != nil || got != tt.want {
 			t.Errorf("Allocate(%q, %d) = %+v, %v, want %+v, nil", "custom", tt.give, got, err, tt.want)
 		}
@@ -371,7 +442,7 @@ func testCreate(t *testing.T, s store.Store) {
 		t.Errorf("Create(MaxID 0) stored max_id %d, want 1", got)
 	}
 	create(t, s, store.Row{BizTag: "max-step", Step: math.MaxInt32})
-	if a, err := s.Allocate(ctx, "max-step", 0); err != nil || a.Step != math.MaxInt32 {
+	if a, err := s.Allocate(ctx, "max-step", 0, 0); err != nil || a.Step != math.MaxInt32 {
 		t.Errorf("Allocate(%q, 0) = %+v, %v, want step %d", "max-step", a, err, math.MaxInt32)
 	}
 }
@@ -385,7 +456,7 @@ func testDelete(t *testing.T, s store.Store) {
 	if err := s.Delete(ctx, "gone"); !errors.Is(err, store.ErrTagNotFound) {
 		t.Errorf("second Delete(%q) = %v, want %v", "gone", err, store.ErrTagNotFound)
 	}
-	if _, err := s.Allocate(ctx, "gone", 0); !errors.Is(err, store.ErrTagNotFound) {
+	if _, err := s.Allocate(ctx, "gone", 0, 0); !errors.Is(err, store.ErrTagNotFound) {
 		t.Errorf("Allocate(%q) after Delete = %v, want %v", "gone", err, store.ErrTagNotFound)
 	}
 	if tags, err := s.Tags(ctx); err != nil || len(tags) != 0 {
@@ -401,7 +472,7 @@ func testTombstone(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "tomb", Step: 1000})
 	for range 3 {
-		if _, err := s.Allocate(ctx, "tomb", 0); err != nil {
+		if _, err := s.Allocate(ctx, "tomb", 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -425,7 +496,7 @@ func testTombstone(t *testing.T, s store.Store) {
 	}
 	// At the tombstone: the new first ID is the old max_id, never handed out.
 	create(t, s, store.Row{BizTag: "tomb", MaxID: 3001, Step: 1000})
-	if a, err := s.Allocate(ctx, "tomb", 0); err != nil || a.Start() != 3001 {
+	if a, err := s.Allocate(ctx, "tomb", 0, 0); err != nil || a.Start() != 3001 {
 		t.Errorf("Allocate after re-create = %+v, %v, want a segment from 3001", a, err)
 	}
 	// The tombstone went with that create: deleted again at 4001, the old
@@ -461,7 +532,7 @@ func testTombstone(t *testing.T, s store.Store) {
 	}
 	// A tombstone belongs to its exact name.
 	create(t, s, store.Row{BizTag: "Case", Step: 5})
-	if _, err := s.Allocate(ctx, "Case", 0); err != nil {
+	if _, err := s.Allocate(ctx, "Case", 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(ctx, "Case"); err != nil {
@@ -473,7 +544,7 @@ func testTombstone(t *testing.T, s store.Store) {
 func testUpdate(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	create(t, s, store.Row{BizTag: "upd", Step: 5, Description: "old"})
-	if _, err := s.Allocate(ctx, "upd", 0); err != nil {
+	if _, err := s.Allocate(ctx, "upd", 0, 0); err != nil {
 		t.Fatalf("Allocate(%q) = %v", "upd", err)
 	}
 	tests := []struct {
@@ -499,7 +570,7 @@ func testUpdate(t *testing.T, s store.Store) {
 			t.Errorf("after Update(%q, %d, %q): row = %+v, want %+v", "upd", tt.giveStep, tt.giveDesc, got, tt.want)
 		}
 	}
-	if a, err := s.Allocate(ctx, "upd", 0); err != nil || a.Step != 7 || a.DBStep != 7 || a.MaxID != 13 {
+	if a, err := s.Allocate(ctx, "upd", 0, 0); err != nil || a.Step != 7 || a.DBStep != 7 || a.MaxID != 13 {
 		t.Errorf("Allocate(%q) after Update = %+v, %v, want step 7, max_id 13", "upd", a, err)
 	}
 }
@@ -537,10 +608,11 @@ func testFence(t *testing.T, s store.Store) {
 	if _, err := s.Fence(ctx, "fence2", 5000); err != nil {
 		t.Fatalf("Fence(%q, 5000) = %v", "fence2", err)
 	}
-	if a, err := s.Allocate(ctx, "fence2", 0); err != nil || a.Start() != 5000 {
+	if a, err := s.Allocate(ctx, "fence2", 0, 0); err != nil || a.Start() != 5000 {
 		t.Errorf("Allocate(%q) after Fence(5000) = %+v, %v, want the segment [5000, 5010)", "fence2", a, err)
 	}
-	// MaxID reads what the segment generator checks before allocating.
+	// MaxID reads the max_id the segment generator matches with a tail
+	// return after an allocation refused below its mark.
 	if v, err := s.MaxID(ctx, "fence2"); err != nil || v != 5010 {
 		t.Errorf("MaxID(%q) = %d, %v, want 5010", "fence2", v, err)
 	}
@@ -553,7 +625,7 @@ func testCancelled(t *testing.T, s store.Store) {
 	create(t, s, store.Row{BizTag: "c", Step: 5})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.Allocate(ctx, "c", 0); err == nil || errors.Is(err, store.ErrTagNotFound) {
+	if _, err := s.Allocate(ctx, "c", 0, 0); err == nil || errors.Is(err, store.ErrTagNotFound) {
 		t.Errorf("Allocate(cancelled ctx) = %v, want a context error", err)
 	}
 	if got := row(t, s, "c").MaxID; got != 1 {

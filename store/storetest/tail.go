@@ -19,7 +19,7 @@ func testReturnTail(t *testing.T, s store.Store) {
 	if r, err := s.TailReturnOf(ctx, "tail"); err != nil || r.Seq != 0 {
 		t.Fatalf("TailReturnOf before any return = %+v, %v, want Seq 0", r, err)
 	}
-	if _, err := s.Allocate(ctx, "tail", 0); err != nil { // [1, 101)
+	if _, err := s.Allocate(ctx, "tail", 0, 0); err != nil { // [1, 101)
 		t.Fatal(err)
 	}
 	// A stale compare value changes nothing.
@@ -39,7 +39,7 @@ func testReturnTail(t *testing.T, s store.Store) {
 	if all, err := s.TailReturns(ctx); err != nil || len(all) != 1 || all[0] != want {
 		t.Fatalf("TailReturns = %+v, %v, want [%+v]", all, err, want)
 	}
-	a, err := s.Allocate(ctx, "tail", 0) // continues at 40: [40, 140)
+	a, err := s.Allocate(ctx, "tail", 0, 0) // continues at 40: [40, 140)
 	if err != nil || a.MaxID != 140 {
 		t.Fatalf("Allocate after the return = %+v, %v, want max_id 140", a, err)
 	}
@@ -54,7 +54,7 @@ func testReturnTail(t *testing.T, s store.Store) {
 		t.Fatalf("ReturnTail(140 -> 90, seq 2) = %v, %v, want true, nil", ok, err)
 	}
 	// Another server allocated after ours: the compare-and-set is a no-op.
-	if _, err := s.Allocate(ctx, "tail", 0); err != nil { // [90, 190)
+	if _, err := s.Allocate(ctx, "tail", 0, 0); err != nil { // [90, 190)
 		t.Fatal(err)
 	}
 	if ok, err := s.ReturnTail(ctx, "tail", 140, 95, 3); ok || err != nil {
@@ -80,7 +80,7 @@ func testReturnTail(t *testing.T, s store.Store) {
 	// segment of the old row must not lower it into IDs the new row handed
 	// out. The kept tombstone turns the compare-and-set into a no-op.
 	create(t, s, store.Row{BizTag: "re", MaxID: 1, Step: 100})
-	if _, err := s.Allocate(ctx, "re", 0); err != nil { // old row: [1, 101)
+	if _, err := s.Allocate(ctx, "re", 0, 0); err != nil { // old row: [1, 101)
 		t.Fatal(err)
 	}
 	if err := s.Delete(ctx, "re"); err != nil {
@@ -89,7 +89,7 @@ func testReturnTail(t *testing.T, s store.Store) {
 	if _, err := s.ForceCreate(ctx, store.Row{BizTag: "re", MaxID: 2, Step: 99}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Allocate(ctx, "re", 0); err != nil || a.MaxID != 101 { // new row: [2, 101)
+	if a, err := s.Allocate(ctx, "re", 0, 0); err != nil || a.MaxID != 101 { // new row: [2, 101)
 		t.Fatalf("Allocate after the forced re-create = %+v, %v, want max_id 101", a, err)
 	}
 	if ok, err := s.ReturnTail(ctx, "re", 101, 2, 1); ok || err != nil {

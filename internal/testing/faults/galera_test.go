@@ -262,7 +262,7 @@ func checkNodeServes(t *testing.T, n *galeratest.Node, d *db, tag string) {
 		t.Fatalf("open %s alone: %v", n.Name(), err)
 	}
 	defer st.Close()
-	a, err := st.Allocate(context.Background(), tag, 0)
+	a, err := st.Allocate(context.Background(), tag, 0, 0)
 	if err != nil {
 		t.Fatalf("Allocate(%q) through %s: %v", tag, n.Name(), err)
 	}

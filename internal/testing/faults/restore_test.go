@@ -83,9 +83,11 @@ func metric(t testing.TB, p *servertest.Proc, series string) string {
 //
 // The "replica" mode once repeated IDs (3,200 on MariaDB): the first server
 // to notice burned one segment of its grown dynamic step, which carried
-// max_id past the other server's lower mark. Since then a tag with a mark
-// reads max_id before allocating, so both servers notice and nothing is
-// burned (segment.Store.MaxID).
+// max_id past the other server's lower mark. A read of max_id before
+// allocating left a window between the read and the allocation (100 IDs
+// repeated on MariaDB, 2026-12-07); now the allocating UPDATE itself
+// carries the mark (store.Store.Allocate, store.ErrBelowMark), so both
+// servers notice and nothing is burned.
 func TestRestoredBackup(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
