@@ -44,7 +44,7 @@ release:
 		$(if $(VERSION),-ldflags "-X github.com/leaf-go/leaf/internal/buildinfo.version=$(VERSION)") \
 		-o $(BIN)/ ./cmd/leaf-server ./cmd/leafctl
 
-# check: the quick loop, under a minute with a warm build cache on a machine
+# check: the quick loop (CONTRIBUTING.md says how long it takes), on a machine
 # without PostgreSQL, MariaDB or ZooKeeper. -short skips every test that
 # needs a service, a server process or a browser (even with CI=true); test
 # results of unchanged packages come from Go's test cache.
