@@ -304,6 +304,11 @@ var failures = []failure{
 	{snowflake.ErrLeaseExpired, idRoutes, http.StatusServiceUnavailable, "lease_expired", ""},
 	// Leaf's own -1.
 	{snowflake.ErrClockBehind, idRoutes, http.StatusServiceUnavailable, "clock_behind", ""},
+	// Leaf's -3 of snowflake mode: the clock went back more than Leaf
+	// waits out, or reads behind the high-water mark stored before a
+	// restart. The JSON code names the cause; leafCode stays -3.
+	{snowflake.ErrClockBackwards, idRoutes, http.StatusServiceUnavailable, "clock_behind", ""},
+	{snowflake.ErrClockBehindMark, idRoutes, http.StatusServiceUnavailable, "clock_behind", ""},
 
 	{segment.ErrTagNotFound, idRoutes, http.StatusNotFound, "tag_not_found", ""},
 	// -5: too many unknown names wait for a lookup already.

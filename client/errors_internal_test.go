@@ -39,7 +39,7 @@ func TestNewError(t *testing.T) {
 		{"batch unknown tag", segBatch, 404, `{"status":404,"code":"tag_not_found","message":"segment: biz tag not found","path":"/x","leafCode":-2}`, ErrTagNotFound, -2, "tag_not_found", false},
 		{"batch not ready", segBatch, 503, `{"status":503,"code":"not_ready","message":"m","path":"/x","leafCode":-3}`, ErrNotReady, -3, "not_ready", true},
 		{"batch not initialised", segBatch, 503, `{"status":503,"code":"not_initialized","message":"m","path":"/x","leafCode":-1}`, ErrNotInitialized, -1, "not_initialized", true},
-		{"batch snowflake behind", sfBatch, 503, `{"status":503,"code":"not_ready","message":"m","path":"/x","leafCode":-3}`, ErrNotReady, -3, "not_ready", true},
+		{"batch snowflake behind", sfBatch, 503, `{"status":503,"code":"clock_behind","message":"m","path":"/x","leafCode":-3}`, ErrNotReady, -3, "clock_behind", true},
 		{"batch bad count", segBatch, 400, `{"status":400,"code":"bad_count","message":"count must be …","path":"/x"}`, nil, 0, "bad_count", false},
 		{"batch route missing (leaf-go)", segBatch, 404, `{"timestamp":1,"status":404,"error":"Not Found","message":"no route for GET /api/v1/segment/x","path":"/x"}`, ErrBatchUnsupported, 0, "", true},
 		{"batch route missing (Java Leaf)", sfBatch, 404, `{"timestamp":1,"status":404,"error":"Not Found","message":"No message available","path":"/api/v1/snowflake"}`, ErrBatchUnsupported, 0, "", true},
