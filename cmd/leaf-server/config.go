@@ -236,7 +236,7 @@ type loaded struct {
 func newFlagSet(cfg *Config, configFile *string, print *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("leaf-server", flag.ContinueOnError)
 	fs.SetOutput(discard{})
-	fs.StringVar(configFile, "config", "", "Leaf leaf.properties file to read (keys leaf.name, leaf.segment.enable, leaf.jdbc.*, leaf.snowflake.*, server.port)")
+	fs.StringVar(configFile, "config", *configFile, "Leaf leaf.properties file to read (keys leaf.name, leaf.segment.enable, leaf.jdbc.*, leaf.snowflake.*, server.port)")
 	fs.BoolVar(print, "print-config", false, "print the effective configuration with the source of every value, then exit")
 	fs.Bool("version", false, "print the version, commit and Go version, then exit")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address host:port (with --config: :8080 unless server.port; a non-loopback address needs --segment-dsn)")
@@ -377,6 +377,8 @@ var secretFlags = map[string]bool{"admin-token": true, "etcd-password": true}
 // printConfig writes every setting, its value (secrets hidden) and source.
 func (l loaded) printConfig(w io.Writer) {
 	fs := newFlagSet(&l.Config, &l.configFile, &l.print)
+	width := 0 // the longest flag name, so that the values line up
+	fs.VisitAll(func(f *flag.Flag) { width = max(width, len(f.Name)) })
 	fs.VisitAll(func(f *flag.Flag) {
 		v := f.Value.String()
 		switch {
@@ -387,7 +389,7 @@ func (l loaded) printConfig(w io.Writer) {
 		case f.Name == "segment-dsn":
 			v = dsn.Redact(l.DSN())
 		}
-		_, _ = fmt.Fprintf(w, "%-18s %-45s %s\n", f.Name, v, l.sources[f.Name])
+		_, _ = fmt.Fprintf(w, "%-*s %-45s %s\n", width, f.Name, v, l.sources[f.Name])
 	})
 }
 

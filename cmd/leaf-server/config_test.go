@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,6 +163,10 @@ func TestPrintConfigHidesSecrets(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("--print-config lacks %q:\n%s", want, got)
 		}
+	}
+	// The file read is shown as --config's value, not as empty.
+	if !regexp.MustCompile(`(?m)^config +` + regexp.QuoteMeta(file) + ` +flag$`).MatchString(got) {
+		t.Errorf("--print-config does not show --config %s:\n%s", file, got)
 	}
 }
 
