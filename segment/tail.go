@@ -181,6 +181,13 @@ func (g *Generator) applyReturn(ctx context.Context, b *buffer, r store.TailRetu
 		return false, nil
 	}
 	switch {
+	case high <= 1:
+		// No mark yet (a server that never loaded the tag): nothing to
+		// lower and nothing to keep. The return is recorded by the first
+		// refresh after a load; until then this generator's own
+		// allocations (own) keep any mark it gets from being lowered
+		// below them.
+		return false, nil
 	case cur >= high:
 		// Nothing to lower; record that the return is known.
 		if err := g.lower(ctx, b.tag, high, r.Seq); err != nil {

@@ -3,7 +3,9 @@ package segment_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/leaf-go/leaf/segment"
@@ -220,6 +222,72 @@ func TestTailReturnOtherServerAccepts(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Get after the restore = %v, want ErrRewound once the segment is spent", err)
 				}
+			}
+		})
+	}
+}
+
+// TestTailReturnFreshServer: a server that starts with no mark for a tag
+// another server gave a tail of back records the return at its first
+// refresh (it used to try to write a mark of 0 for it, which the marks log
+// refuses: a false "tail return not applied" warning, and the return stayed
+// unrecorded). Recorded, the return is never used later to lower the mark
+// this server got since: a backup restored into the returned tail, below
+// IDs this server handed out from it, is refused, not served again.
+func TestTailReturnFreshServer(t *testing.T) {
+	t.Parallel()
+	for _, k := range allDBs {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			db := openDB(t, k.dsn(t))
+			db.Create(t, "fresh", 1, 100)
+			a := tailGen(t, db, t.TempDir())
+			for range 5 {
+				mustGet(t, a, "fresh") // [1, 101), 1..5 handed out
+			}
+			if st := returnTails(t, a, nil); st.Tags != 1 {
+				t.Fatalf("a's ReturnTails = %+v, want its tail given back", st)
+			}
+			// c's segments lie inside the returned tail [6, 101).
+			db.Exec(t, "UPDATE leaf_alloc SET step = 50 WHERE biz_tag = 'fresh'")
+			var logs syncBuffer
+			cfg := fastRetry
+			cfg.Marks = segment.NewLogMarks(filepath.Join(t.TempDir(), "segment-marks.log"), "", nil)
+			cfg.Tails = db.Store
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			c := newGen(t, db.Store, cfg) // no mark for "fresh"; its first refresh sees the return
+			if err := c.Refresh(context.Background()); err != nil {
+				t.Fatalf("c's refresh: %v", err)
+			}
+			if strings.Contains(logs.String(), "not applied") {
+				t.Errorf("c, without a mark, warned about the return:\n%s", logs.String())
+			}
+			seen := map[int64]bool{}
+			for range 30 {
+				id := mustGet(t, c, "fresh") // [6, 56)
+				if id < 6 || seen[id] {
+					t.Fatalf("c handed out %d (IDs below 6 were a's; seen before: %v)", id, seen[id])
+				}
+				seen[id] = true
+			}
+			// A backup from when max_id was 30 is restored: inside the
+			// returned tail, below c's IDs 30..35.
+			db.Exec(t, "UPDATE leaf_alloc SET max_id = 30 WHERE biz_tag = 'fresh'")
+			if err := c.Refresh(context.Background()); err != nil {
+				t.Fatalf("c's refresh after the restore: %v", err)
+			}
+			for {
+				id, err := c.Get(context.Background(), "fresh")
+				if errors.Is(err, segment.ErrRewound) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("Get after the restore = %v, want ErrRewound once the segment is spent", err)
+				}
+				if seen[id] {
+					t.Fatalf("c handed out %d twice: the old return lowered its mark below IDs it had served", id)
+				}
+				seen[id] = true
 			}
 		})
 	}
