@@ -66,9 +66,15 @@ func openSegmentStore(ctx context.Context, cfg Config, log *slog.Logger) (st sto
 	case err == nil:
 		logEngine(ctx, st, log)
 		return st, nil, nil
-	case ctx.Err() != nil || errors.Is(err, store.ErrPermanent) || (cfg.SnowflakeEnabled && cfg.WorkerIDSource == "sql"):
+	case ctx.Err() != nil || errors.Is(err, store.ErrPermanent):
 		_ = st.Close() // never opened: nothing to report beside err
 		return nil, nil, openErr(err)
+	case cfg.SnowflakeEnabled && cfg.WorkerIDSource == "sql":
+		_ = st.Close()
+		return nil, nil, fmt.Errorf("%w; snowflake mode takes its worker ID from this database (--worker-id-source sql, "+
+			"the default with a shared database), so leaf-server cannot start until it answers: start the database, "+
+			"or give snowflake mode a worker ID of its own (--worker-id N, unique per server, or --worker-id-source "+
+			"zookeeper, etcd or kubernetes), or turn it off (--snowflake=false)", openErr(err))
 	default:
 		log.Error("segment database not reachable at start: snowflake mode serves; segment routes answer -1 or -3 and /readyz says why until it answers (then the migrations run); retrying in the background",
 			"store", dsn.Redact(cfg.DSN()), "err", err)

@@ -178,3 +178,24 @@ func TestUnknownEnvRefusedByBinary(t *testing.T) {
 		t.Errorf("output does not refuse LEAF_SEGMENT_DNS before listening:\n%s", out)
 	}
 }
+
+// TestSQLWorkerSourceNeedsDatabase: with a shared database and the default
+// worker-ID source (sql), a database that does not answer at start stops
+// the start (segment mode alone would wait for it), and the message says
+// why and what to set instead. Runs without a database: the DSN names a
+// closed port.
+func TestSQLWorkerSourceNeedsDatabase(t *testing.T) {
+	servertest.SkipShort(t)
+	cmd := exec.Command(serverBin, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
+		"--segment-dsn", "postgres://leaf@127.0.0.1:1/leaf?sslmode=disable")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("leaf-server on a closed database port: %v, want exit 1; output:\n%s", err, out)
+	}
+	for _, want := range []string{"takes its worker ID from this database", "--worker-id N", "--snowflake=false"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, out)
+		}
+	}
+}
