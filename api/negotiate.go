@@ -14,7 +14,7 @@ import (
 // AbstractMessageConverterMethodProcessor writing a String) and the choice
 // between Spring Boot's JSON error body and its HTML "Whitelabel Error Page"
 // (BasicErrorController's produces="text/html" mapping). The recorded answers
-// are in ../shared/leaf-wire/leaf-1.0.1-http.md; negotiate_test.go holds them
+// are in testdata/leaf-wire/leaf-1.0.1.json; negotiate_test.go holds them
 // and the rules below as a table.
 
 // mediaRange is one element of an Accept header, as Spring's MediaType holds

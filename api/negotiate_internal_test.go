@@ -14,7 +14,7 @@ import (
 const browserAccept = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
 // TestIDContentType: the Content-Type of an ID for an Accept header, as Leaf's
-// Spring 4.3 negotiates it (../shared/leaf-wire/leaf-1.0.1-http.md records the
+// Spring 4.3 negotiates it (testdata/leaf-wire/leaf-1.0.1.json records the
 // first four; the rest follow Spring's MediaType comparators).
 func TestIDContentType(t *testing.T) {
 	tests := []struct{ give, want string }{

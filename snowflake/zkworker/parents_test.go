@@ -8,7 +8,7 @@ import (
 
 // TestParentsHoldZeroBytes: the parents Claim creates (/snowflake/<leaf-name> and its forever
 // node) hold 0 bytes of data, as Curator's creatingParentsIfNeeded writes them for Java Leaf
-// (../shared/leaf-wire/leaf-1.0.1-http.md §3), not null. go-zookeeper reads null as a nil slice
+// (as recorded from Leaf 1.0.1 against ZooKeeper), not null. go-zookeeper reads null as a nil slice
 // and 0 bytes as an empty one, so the two can be told apart from here.
 func TestParentsHoldZeroBytes(t *testing.T) {
 	t.Parallel()
