@@ -61,7 +61,7 @@ func useUTC(t *testing.T) {
 }
 
 // TestLeafWire replays every request of the Leaf 1.0.1 recording
-// (testdata/leaf-wire/leaf-1.0.1.json, recorded from Leaf 1.0.1s own
+// (testdata/leaf-wire/leaf-1.0.1.json, recorded from Leaf 1.0.1's own
 // server) against leaf-server's handler over
 // loopback, configured as the recorded Leaf was (segment mode on a database
 // holding leaf-segment-test, snowflake off), and wants Leaf's answer, or the
