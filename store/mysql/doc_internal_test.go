@@ -1,28 +1,13 @@
 package mysql
 
 import (
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// docParagraph returns the paragraph of the document at path (relative to
-// the repository root) that starts with start, on one line.
-func docParagraph(t *testing.T, path, start string) string {
-	t.Helper()
-	b, err := os.ReadFile("../../" + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), start)
-	if !ok {
-		t.Fatalf("%s: no paragraph starts with %q", path, start)
-	}
-	para, _, _ := strings.Cut(start+rest, "\n\n")
-	return strings.Join(strings.Fields(para), " ")
-}
+	"github.com/leaf-go/leaf/internal/doctest"
+)
 
 var mysqlCodeRe = regexp.MustCompile(`\b\d{4}\b`)
 
@@ -30,13 +15,13 @@ var mysqlCodeRe = regexp.MustCompile(`\b\d{4}\b`)
 // store re-runs, under the leaf_store_retries_total cause it counts as, and
 // no other, and the retry bound; docs/contract.md §8 rule 1 names them too.
 func TestRetryCodesDocumented(t *testing.T) {
-	scaling := docParagraph(t, "docs/scaling.md", "A transaction the engine refuses")
+	scaling := doctest.Paragraph(t, "../..", "docs/scaling.md", "A transaction the engine refuses")
 	_, causes, ok := strings.Cut(scaling, "`leaf_store_retries_total{cause}`:")
 	if !ok {
 		t.Fatal("docs/scaling.md: the retry paragraph no longer lists the causes of leaf_store_retries_total{cause}")
 	}
 	listed, _, _ := strings.Cut(scaling, "The stores count")
-	rule := docParagraph(t, "docs/contract.md", "1. **Retry what the engine asks to retry.**")
+	rule := doctest.Paragraph(t, "../..", "docs/contract.md", "1. **Retry what the engine asks to retry.**")
 	doc := map[string]string{} // error number → cause
 	for _, m := range regexp.MustCompile("`([a-z_]+)` \\(([^)]*)\\)").FindAllStringSubmatch(causes, -1) {
 		for _, code := range mysqlCodeRe.FindAllString(m[2], -1) {

@@ -1,28 +1,13 @@
 package postgres
 
 import (
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// docParagraph returns the paragraph of the document at path (relative to
-// the repository root) that starts with start, on one line.
-func docParagraph(t *testing.T, path, start string) string {
-	t.Helper()
-	b, err := os.ReadFile("../../" + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), start)
-	if !ok {
-		t.Fatalf("%s: no paragraph starts with %q", path, start)
-	}
-	para, _, _ := strings.Cut(start+rest, "\n\n")
-	return strings.Join(strings.Fields(para), " ")
-}
+	"github.com/leaf-go/leaf/internal/doctest"
+)
 
 var sqlstateRe = regexp.MustCompile(`\b\d\d[0-9A-Z]\d\d\b`)
 
@@ -31,13 +16,13 @@ var sqlstateRe = regexp.MustCompile(`\b\d\d[0-9A-Z]\d\d\b`)
 // other, and the retry bound; docs/contract.md names them in §8 rule 1 and
 // the bound in §2.2 rule 4.
 func TestRetryCodesDocumented(t *testing.T) {
-	scaling := docParagraph(t, "docs/scaling.md", "A transaction the engine refuses")
+	scaling := doctest.Paragraph(t, "../..", "docs/scaling.md", "A transaction the engine refuses")
 	_, causes, ok := strings.Cut(scaling, "`leaf_store_retries_total{cause}`:")
 	if !ok {
 		t.Fatal("docs/scaling.md: the retry paragraph no longer lists the causes of leaf_store_retries_total{cause}")
 	}
 	listed, _, _ := strings.Cut(scaling, "The stores count")
-	rule := docParagraph(t, "docs/contract.md", "1. **Retry what the engine asks to retry.**")
+	rule := doctest.Paragraph(t, "../..", "docs/contract.md", "1. **Retry what the engine asks to retry.**")
 	doc := map[string]string{} // SQLSTATE → cause
 	for _, m := range regexp.MustCompile("`([a-z_]+)` \\(([^)]*)\\)").FindAllStringSubmatch(causes, -1) {
 		for _, code := range sqlstateRe.FindAllString(m[2], -1) {
@@ -64,7 +49,7 @@ func TestRetryCodesDocumented(t *testing.T) {
 	if !strings.Contains(listed, bound) {
 		t.Errorf("docs/scaling.md: the retry paragraph does not give the bound maxConflictWait = %v", maxConflictWait)
 	}
-	if r := docParagraph(t, "docs/contract.md", "4. PostgreSQL's serialization failures"); !strings.Contains(r, bound) {
+	if r := doctest.Paragraph(t, "../..", "docs/contract.md", "4. PostgreSQL's serialization failures"); !strings.Contains(r, bound) {
 		t.Errorf("docs/contract.md §2.2 rule 4 does not give the bound maxConflictWait = %v: %s", maxConflictWait, r)
 	}
 }
