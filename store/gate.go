@@ -56,3 +56,16 @@ func (g *Gate) Fail(err error) {
 
 // Open opens the gate for good: Check returns nil from now on.
 func (g *Gate) Open() { g.open.Store(true) }
+
+// Settle records the outcome of a start and returns err: nil opens the
+// gate for good, an error is what Check reports until a later start
+// succeeds. It is what each dialect's Start does with its ping and
+// migrations.
+func (g *Gate) Settle(err error) error {
+	if err != nil {
+		g.Fail(err)
+		return err
+	}
+	g.Open()
+	return nil
+}

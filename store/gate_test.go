@@ -29,3 +29,22 @@ func TestGate(t *testing.T) {
 		t.Errorf("Check() after Open = %v, want nil", err)
 	}
 }
+
+// TestGateSettle: a failed start keeps the gate closed with its error; a
+// successful one opens it.
+func TestGateSettle(t *testing.T) {
+	var g store.Gate
+	refused := errors.New("connection refused")
+	if err := g.Settle(refused); err != refused {
+		t.Errorf("Settle(%v) = %v, want it back", refused, err)
+	}
+	if err := g.Check(); !errors.Is(err, store.ErrNotOpen) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Check() after a failed start = %v, want %v naming it", err, store.ErrNotOpen)
+	}
+	if err := g.Settle(nil); err != nil {
+		t.Errorf("Settle(nil) = %v", err)
+	}
+	if err := g.Check(); err != nil {
+		t.Errorf("Check() after a successful start = %v, want nil", err)
+	}
+}

@@ -168,12 +168,7 @@ func New(dsn string) (*Store, error) {
 // open. Calls of Start must not overlap. Errors: an unreachable server,
 // [store.ErrPermanent], [ErrNodeRefused], or a failed migration.
 func (s *Store) Start(ctx context.Context, migrate bool) error {
-	if err := s.start(ctx, migrate); err != nil {
-		s.gate.Fail(err)
-		return err
-	}
-	s.gate.Open()
-	return nil
+	return s.gate.Settle(s.start(ctx, migrate))
 }
 
 // start is Start's ping and migrations.

@@ -110,12 +110,7 @@ func New(dsn string) (*Store, error) {
 // database does not exist, or the credentials were refused), or a failed
 // migration.
 func (s *Store) Start(ctx context.Context, migrate bool) error {
-	if err := s.start(ctx, migrate); err != nil {
-		s.gate.Fail(err)
-		return err
-	}
-	s.gate.Open()
-	return nil
+	return s.gate.Settle(s.start(ctx, migrate))
 }
 
 // start is Start's ping and migrations, on a database/sql pool of its own.
